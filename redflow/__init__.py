@@ -1,0 +1,89 @@
+"""redflow: durable Redis-backed workflows with a gevent worker.
+
+Public names are loaded lazily, so that ``import redflow`` (which the
+``redflow-gevent`` command does before anything else) imports neither
+``redis`` nor ``ssl`` before gevent has monkey-patched them.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    # workflows
+    "define_workflow": "registry",
+    "Registry": "registry",
+    "Workflow": "registry",
+    "CronTrigger": "registry",
+    "get_default_registry": "registry",
+    # client
+    "create_client": "client",
+    "RedflowClient": "client",
+    "RunHandle": "client",
+    "get_default_client": "client",
+    "set_default_client": "client",
+    # models
+    "Run": "models",
+    "Step": "models",
+    # execution
+    "start_worker": "worker",
+    "Worker": "worker",
+    "WorkerOptions": "worker",
+    "WorkflowContext": "context",
+    "OnFailureContext": "context",
+    "RunInfo": "context",
+    "CancelSignal": "context",
+    # errors
+    "RedflowError": "errors",
+    "CanceledError": "errors",
+    "TimeoutError": "errors",
+    "SerializationError": "errors",
+    "OutputSerializationError": "errors",
+    "CorruptDataError": "errors",
+    "UnknownWorkflowError": "errors",
+    "InputValidationError": "errors",
+    "RunFailedError": "errors",
+    "RunNotFoundError": "errors",
+    "NonRetryableError": "errors",
+    "NonRetriableError": "errors",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'redflow' has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
+
+
+if TYPE_CHECKING:
+    from .client import RedflowClient, RunHandle, create_client, get_default_client, set_default_client
+    from .context import CancelSignal, OnFailureContext, RunInfo, WorkflowContext
+    from .errors import (
+        CanceledError,
+        CorruptDataError,
+        InputValidationError,
+        NonRetriableError,
+        NonRetryableError,
+        OutputSerializationError,
+        RedflowError,
+        RunFailedError,
+        RunNotFoundError,
+        SerializationError,
+        TimeoutError,
+        UnknownWorkflowError,
+    )
+    from .models import Run, Step
+    from .registry import CronTrigger, Registry, Workflow, define_workflow, get_default_registry
+    from .worker import Worker, WorkerOptions, start_worker

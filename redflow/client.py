@@ -1,0 +1,434 @@
+"""The client: start runs, wait for them, read, list and cancel them, emit events.
+
+Everything is plain blocking redis-py; under gevent's monkey patching every
+call is cooperative. One client is safe to share between greenlets.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from . import clock, codec
+from .connection import create_redis, resolve_prefix
+from .errors import (
+    CanceledError,
+    CorruptDataError,
+    InputValidationError,
+    RedflowError,
+    RunFailedError,
+    RunNotFoundError,
+    SerializationError,
+    TimeoutError,
+    UnknownWorkflowError,
+    error_to_json,
+)
+from .keys import TERMINAL_STATUSES, Keys, event_run_idempotency_key
+from .models import EventDef, Run, RunField, Step, WorkflowField, max_attempts_of
+from .registry import Registry, Workflow, get_default_registry
+from .scripts import Scripts
+
+IDEMPOTENCY_TTL_S = 7 * 24 * 3600
+_WAIT_SLICE_MIN_S = 0.05
+_WAIT_SLICE_MAX_S = 1.0
+_RESULT_FIELDS = (RunField.STATUS, RunField.OUTPUT_JSON, RunField.ERROR_JSON, RunField.CANCEL_REASON, RunField.QUEUE)
+
+
+def new_run_id() -> str:
+    return f"run_{uuid.uuid4()}"
+
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    """What the client needs to know about a workflow to enqueue it."""
+
+    name: str
+    queue: str
+    max_attempts: int
+    workflow: Workflow | None
+
+
+@dataclass(frozen=True, slots=True)
+class RunState:
+    """The fields a waiter needs: status and outcome (one HMGET)."""
+
+    run_id: str
+    status: str
+    queue: str
+    output_json: str | None
+    error_json: str | None
+    cancel_reason: str | None
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+    def outcome(self) -> Any:
+        """The output of a finished run, or the error its end means."""
+        if self.status == "succeeded":
+            return codec.loads(self.output_json, what=f"run {self.run_id} outputJson") if self.output_json else None
+        if self.status == "failed":
+            error = codec.try_loads(self.error_json)
+            raise RunFailedError(self.run_id, error if isinstance(error, dict) else None)
+        if self.status == "canceled":
+            raise CanceledError(f"Run canceled: {self.cancel_reason}" if self.cancel_reason else "Run canceled")
+        raise RedflowError(f"run {self.run_id} has not finished (status {self.status!r})")
+
+
+class RunHandle:
+    """A started run: its id, and ways to wait for it or look at it."""
+
+    __slots__ = ("id", "client")
+
+    def __init__(self, client: RedflowClient, run_id: str) -> None:
+        self.client = client
+        self.id = run_id
+
+    def __repr__(self) -> str:
+        return f"RunHandle({self.id!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RunHandle) and other.id == self.id
+
+    def __hash__(self) -> int:
+        return hash(self.id)
+
+    def result(self, timeout: float = 30.0) -> Any:
+        """Wait for the run to end: its output, or ``RunFailedError`` / ``CanceledError``;
+        ``TimeoutError`` if it has not ended within ``timeout`` seconds."""
+        return self.client.wait_for(self.id, timeout=timeout).outcome()
+
+    def status(self) -> str:
+        state = self.client.read_state(self.id)
+        if state is None:
+            raise RunNotFoundError(self.id)
+        return state.status
+
+    def get(self) -> Run | None:
+        return self.client.get_run(self.id)
+
+    def steps(self) -> list[Step]:
+        return self.client.get_steps(self.id)
+
+    def cancel(self, reason: str | None = None) -> bool:
+        return self.client.cancel(self.id, reason=reason)
+
+
+class RedflowClient:
+    """Talks to one Redis under one prefix; see API.md for the contract."""
+
+    def __init__(self, redis: Any, *, prefix: str | None = None, registry: Registry | None = None, owns_redis: bool = False) -> None:
+        self.redis = create_redis(redis_client=redis)
+        self.prefix = resolve_prefix(prefix)
+        self.keys = Keys(self.prefix)
+        self.scripts = Scripts(self.redis, self.keys)
+        self.registry = registry
+        self._owns_redis = owns_redis or self.redis is not redis
+
+    def __repr__(self) -> str:
+        return f"RedflowClient(prefix={self.prefix!r})"
+
+    def __enter__(self) -> RedflowClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._owns_redis:
+            self.redis.close()
+
+    # -- starting runs -----------------------------------------------------
+    def _local_workflow(self, name: str) -> Workflow | None:
+        if self.registry is not None and name in self.registry:
+            return self.registry.get(name)
+        return get_default_registry().get(name)
+
+    def resolve_workflow(self, workflow: Workflow | str) -> _Target:
+        """Name, queue and attempts of a workflow: the local registry first, else its synced metadata."""
+        if isinstance(workflow, Workflow):
+            return _Target(workflow.name, workflow.queue, workflow.max_attempts, workflow)
+        if not isinstance(workflow, str) or not workflow:
+            raise UnknownWorkflowError(str(workflow or ""))
+        local = self._local_workflow(workflow)
+        if local is not None:
+            return _Target(local.name, local.queue, local.max_attempts, local)
+        queue, max_attempts = self.redis.hmget(self.keys.workflow(workflow), [WorkflowField.QUEUE, WorkflowField.MAX_ATTEMPTS])
+        if not queue:
+            raise UnknownWorkflowError(workflow)
+        fields = {RunField.MAX_ATTEMPTS: max_attempts} if max_attempts else {}
+        return _Target(workflow, queue, max_attempts_of(fields, what=f"workflow {workflow}"), None)
+
+    def encode_input(self, target: _Target, input: Any) -> str:
+        if target.workflow is not None:
+            input = target.workflow.validate(input)
+        try:
+            return codec.dumps(input)
+        except SerializationError as exc:
+            raise InputValidationError(f"input of workflow {target.name!r} is not JSON-serializable: {exc}") from exc
+
+    def run(
+        self,
+        workflow: Workflow | str,
+        input: Any = None,
+        *,
+        idempotency_key: str | None = None,
+        queue: str | None = None,
+        delay: float | None = None,
+        run_at: float | None = None,
+        max_attempts: int | None = None,
+        parent_run_id: str | None = None,
+        idempotency_ttl: int = IDEMPOTENCY_TTL_S,
+    ) -> RunHandle:
+        """Start a run of ``workflow`` (a name or a ``Workflow``); same
+        ``idempotency_key`` => same run, never enqueued twice."""
+        target = self.resolve_workflow(workflow)
+        return self._enqueue(
+            target,
+            self.encode_input(target, input),
+            idempotency_key=idempotency_key,
+            queue=queue,
+            available_at=_available_at(delay, run_at),
+            max_attempts=max_attempts,
+            parent_run_id=parent_run_id,
+            idempotency_ttl=idempotency_ttl,
+        )
+
+    def _enqueue(
+        self,
+        target: _Target,
+        input_json: str,
+        *,
+        idempotency_key: str | None,
+        queue: str | None,
+        available_at: int | None,
+        max_attempts: int | None,
+        parent_run_id: str | None,
+        idempotency_ttl: int,
+    ) -> RunHandle:
+        if max_attempts is not None and (not isinstance(max_attempts, int) or max_attempts < 1):
+            raise RedflowError("max_attempts must be an int >= 1")
+        if idempotency_key is not None and (not isinstance(idempotency_key, str) or not idempotency_key):
+            raise RedflowError("idempotency_key must be a non-empty string")
+        now = clock.now_ms()
+        replace_id = ""
+        # An idempotency key naming a run that failed, was canceled or is gone
+        # may be taken over; the script only swaps it if it still names that run.
+        for _ in range(8):
+            state, run_id = self.scripts.enqueue_run(
+                run_id=new_run_id(),
+                workflow=target.name,
+                queue=queue or target.queue,
+                input_json=input_json,
+                created_at=now,
+                available_at=available_at or 0,
+                max_attempts=max_attempts or target.max_attempts,
+                idempotency_key=idempotency_key,
+                idempotency_ttl_s=idempotency_ttl,
+                replace_id=replace_id,
+                parent_run_id=parent_run_id or "",
+            )
+            if state == "created":
+                return RunHandle(self, run_id)
+            existing_status = self.redis.hget(self.keys.run(run_id), RunField.STATUS)
+            if existing_status and existing_status not in ("failed", "canceled"):
+                return RunHandle(self, run_id)
+            replace_id = run_id
+        raise RedflowError(f"idempotency key {idempotency_key!r} keeps changing hands; giving up")
+
+    def run_many(self, workflow: Workflow | str, inputs: Iterable[Any], *, batch: int = 500) -> list[RunHandle]:
+        """Start many runs of one workflow, one pipelined round trip per
+        ``batch`` runs (no idempotency keys, no delays): bulk loads and benches."""
+        target = self.resolve_workflow(workflow)
+        handles: list[RunHandle] = []
+        pipe = self.redis.pipeline(transaction=False)
+        for value in inputs:
+            run_id = new_run_id()
+            self.scripts.enqueue_run(
+                run_id=run_id,
+                workflow=target.name,
+                queue=target.queue,
+                input_json=self.encode_input(target, value),
+                created_at=clock.now_ms(),
+                available_at=0,
+                max_attempts=target.max_attempts,
+                idempotency_key=None,
+                idempotency_ttl_s=IDEMPOTENCY_TTL_S,
+                conn=pipe,
+            )
+            handles.append(RunHandle(self, run_id))
+            if len(pipe) >= batch:
+                pipe.execute()
+        if len(pipe):
+            pipe.execute()
+        return handles
+
+    # -- reading runs ------------------------------------------------------
+    def read_state(self, run_id: str) -> RunState | None:
+        status, output_json, error_json, cancel_reason, queue = self.redis.hmget(self.keys.run(run_id), _RESULT_FIELDS)
+        if status is None:
+            return None
+        return RunState(run_id, status, queue or "default", output_json, error_json, cancel_reason or None)
+
+    def wait_for(self, run_id: str, *, timeout: float = 30.0, assist: Any = None) -> RunState:
+        """Block until the run is terminal. Wakes on the run's done token the
+        moment a redflow-gevent worker finishes it, and re-reads the hash at
+        growing intervals (50 ms .. 1 s) for runs finished by other clients.
+        ``assist(state) -> bool`` may run a pending run itself (inline child)."""
+        deadline = time.monotonic() + timeout
+        slice_s = _WAIT_SLICE_MIN_S
+        done_key = self.keys.run_done(run_id)
+        while True:
+            state = self.read_state(run_id)
+            if state is None:
+                raise RunNotFoundError(run_id)
+            if state.is_terminal:
+                return state
+            if assist is not None and assist(state):
+                continue
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"Timed out waiting for run result ({run_id})")
+            self.redis.blmove(done_key, done_key, min(remaining, slice_s), "RIGHT", "LEFT")
+            slice_s = min(slice_s * 2, _WAIT_SLICE_MAX_S)
+
+    def get_run(self, run_id: str) -> Run | None:
+        fields = self.redis.hgetall(self.keys.run(run_id))
+        return Run.from_hash(run_id, fields) if fields else None
+
+    def get_steps(self, run_id: str) -> list[Step]:
+        raw = self.redis.hgetall(self.keys.run_steps(run_id))
+        return sorted((Step.from_json(name, value) for name, value in raw.items()), key=lambda s: (s.seq, s.name))
+
+    def list_runs(self, workflow: str | None = None, status: str | None = None, limit: int = 100) -> list[Run]:
+        """Newest first. Runs whose hash is gone are skipped; a corrupt one raises."""
+        if status is not None and status not in _STATUS_SET:
+            raise RedflowError(f"unknown run status {status!r}")
+        if workflow is not None:
+            index = self.keys.workflow_runs(workflow)
+        elif status is not None:
+            index = self.keys.runs_status(status)
+        else:
+            index = self.keys.runs_created()
+        runs: list[Run] = []
+        start, batch = 0, max(limit, 50)
+        while len(runs) < limit:
+            ids = self.redis.zrevrange(index, start, start + batch - 1)
+            if not ids:
+                break
+            start += batch
+            pipe = self.redis.pipeline(transaction=False)
+            for run_id in ids:
+                pipe.hgetall(self.keys.run(run_id))
+            for run_id, fields in zip(ids, pipe.execute()):
+                if not fields:
+                    continue
+                run = Run.from_hash(run_id, fields)
+                if status is None or run.status == status:
+                    runs.append(run)
+                    if len(runs) == limit:
+                        break
+        return runs
+
+    # -- cancel ------------------------------------------------------------
+    def cancel(self, run_id: str, reason: str | None = None) -> bool:
+        """Cancel a run: ``True`` if it is canceled now or its worker was told
+        to stop it; ``False`` if it already ended or does not exist."""
+        queue = self.redis.hget(self.keys.run(run_id), RunField.QUEUE)
+        if queue is None:
+            return False
+        message = f"Run canceled: {reason}" if reason else "Run canceled"
+        error_json = codec.dumps(error_to_json(CanceledError(message), with_stack=False))
+        outcome = self.scripts.cancel_run(run_id=run_id, queue=queue, now=clock.now_ms(), reason=reason or "", error_json=error_json)
+        return outcome in ("canceled", "requested")
+
+    # -- events ------------------------------------------------------------
+    def event_subscribers(self, event: str) -> list[EventDef]:
+        ids = sorted(self.redis.smembers(self.keys.event_index(event)))
+        if not ids:
+            return []
+        subscribers = []
+        for raw in self.redis.hmget(self.keys.event_def(), ids):
+            if raw is None:
+                continue
+            try:
+                subscribers.append(EventDef.from_json(raw))
+            except CorruptDataError:
+                continue  # a broken subscription must not block the others
+        return subscribers
+
+    def emit_event(self, name: str, payload: Any = None, idempotency_key: str | None = None) -> list[str]:
+        """Start one run per workflow subscribed to ``name``; returns their ids."""
+        return self._fan_out(name, payload, idempotency_key, available_at=None)
+
+    def schedule_event(self, name: str, payload: Any = None, at: float | None = None, idempotency_key: str | None = None) -> list[str]:
+        """Like :meth:`emit_event`, with the runs starting at unix time ``at``."""
+        if at is None:
+            raise RedflowError("schedule_event needs at= (unix seconds)")
+        return self._fan_out(name, payload, idempotency_key, available_at=_available_at(None, at))
+
+    def _fan_out(self, name: str, payload: Any, idempotency_key: str | None, available_at: int | None) -> list[str]:
+        if not name or not isinstance(name, str):
+            raise RedflowError("an event needs a non-empty name")
+        run_ids = []
+        for sub in self.event_subscribers(name):
+            target = self.resolve_workflow(sub.workflow)
+            handle = self._enqueue(
+                target,
+                self.encode_input(target, payload),
+                idempotency_key=event_run_idempotency_key(name, idempotency_key) if idempotency_key else None,
+                queue=sub.queue,
+                available_at=available_at,
+                max_attempts=None,
+                parent_run_id=None,
+                idempotency_ttl=IDEMPOTENCY_TTL_S,
+            )
+            run_ids.append(handle.id)
+        return run_ids
+
+    # -- registry ----------------------------------------------------------
+    def sync_registry(self, registry: Registry | None = None) -> None:
+        """Store workflow metadata and cron / event triggers in Redis; drop stale triggers."""
+        from .sync import sync_registry
+
+        sync_registry(self, registry if registry is not None else get_default_registry())
+
+
+_STATUS_SET = frozenset(("scheduled", "queued", "running", "succeeded", "failed", "canceled"))
+
+
+def _available_at(delay: float | None, run_at: float | None) -> int | None:
+    if delay is not None and run_at is not None:
+        raise RedflowError("give delay= or run_at=, not both")
+    if delay is not None:
+        return clock.now_ms() + int(delay * 1000)
+    if run_at is not None:
+        return int(run_at * 1000)
+    return None
+
+
+def create_client(
+    url: str | None = None, *, redis: Any = None, prefix: str | None = None, registry: Registry | None = None
+) -> RedflowClient:
+    """A client for ``url`` (default ``REDIS_URL`` or local) or an existing redis-py client."""
+    if redis is not None:
+        return RedflowClient(redis, prefix=prefix, registry=registry)
+    return RedflowClient(create_redis(url), prefix=prefix, registry=registry, owns_redis=True)
+
+
+_default_client: RedflowClient | None = None
+
+
+def get_default_client() -> RedflowClient:
+    """The process-wide client ``Workflow.run`` uses when given none."""
+    global _default_client
+    if _default_client is None:
+        _default_client = create_client()
+    return _default_client
+
+
+def set_default_client(client: RedflowClient | None) -> None:
+    global _default_client
+    _default_client = client

@@ -1,0 +1,128 @@
+"""The error tree and its JSON form.
+
+Every redflow error has a stable ``name`` (the class name, as the TypeScript
+client's ``error.name``) and a ``kind`` tag from DATA_MODEL.md. A run's
+``errorJson`` is ``{"name", "message", "kind", "stack"?}``, the shape of the
+seed's ``makeErrorJson``.
+"""
+
+from __future__ import annotations
+
+import builtins
+import traceback
+from typing import Any, ClassVar
+
+KIND_ERROR = "error"
+KIND_CANCELED = "canceled"
+KIND_TIMEOUT = "timeout"
+KIND_SERIALIZATION = "serialization"
+KIND_UNKNOWN_WORKFLOW = "unknown_workflow"
+KIND_VALIDATION = "validation"
+KIND_NON_RETRIABLE = "non_retriable"
+
+
+class RedflowError(Exception):
+    """Base class of every error redflow raises."""
+
+    kind: ClassVar[str] = KIND_ERROR
+    name: ClassVar[str] = "RedflowError"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.name = cls.__name__
+
+
+class CanceledError(RedflowError):
+    """The run was canceled (or its worker lost the run's lease)."""
+
+    kind = KIND_CANCELED
+
+    def __init__(self, message: str = "Run canceled") -> None:
+        super().__init__(message)
+
+
+class TimeoutError(RedflowError, builtins.TimeoutError):  # noqa: A001 - the API name
+    """A step ran past its timeout, or waiting for a result did."""
+
+    kind = KIND_TIMEOUT
+
+    def __init__(self, message: str = "Operation timed out") -> None:
+        super().__init__(message)
+
+
+class SerializationError(RedflowError, TypeError):
+    """A value cannot be encoded as JSON (orjson)."""
+
+    kind = KIND_SERIALIZATION
+
+
+class OutputSerializationError(SerializationError):
+    """A workflow's or step's output is not JSON-serializable."""
+
+
+class CorruptDataError(RedflowError, ValueError):
+    """Data read from Redis is not in the DATA_MODEL.md format (bad JSON, bad field)."""
+
+
+class UnknownWorkflowError(RedflowError, LookupError):
+    """No workflow of that name is registered (locally or in Redis)."""
+
+    kind = KIND_UNKNOWN_WORKFLOW
+
+    def __init__(self, workflow: str) -> None:
+        self.workflow = workflow
+        super().__init__(f"Unknown workflow: {workflow!r}" if workflow else "Run has no workflow name")
+
+
+class InputValidationError(RedflowError, ValueError):
+    """The input does not pass the workflow's schema (or is not JSON)."""
+
+    kind = KIND_VALIDATION
+
+    def __init__(self, message: str = "Workflow input validation failed", issues: Any = None) -> None:
+        self.issues = issues
+        super().__init__(message)
+
+
+class NonRetryableError(RedflowError):
+    """Raise it (or a subclass) in a handler to fail the run without retry."""
+
+    kind = KIND_NON_RETRIABLE
+
+
+NonRetriableError = NonRetryableError  # spelling of the TypeScript / asyncio clients
+
+
+class RunNotFoundError(RedflowError, LookupError):
+    """No run with that id exists."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        super().__init__(f"Run not found: {run_id}")
+
+
+class RunFailedError(RedflowError):
+    """The awaited run ended ``failed``; ``.error`` holds its error JSON."""
+
+    def __init__(self, run_id: str, error: dict[str, Any] | None) -> None:
+        self.run_id = run_id
+        self.error = error or {}
+        label = self.error.get("name", "Error")
+        detail = self.error.get("message", "")
+        super().__init__(f"Run {run_id} failed: {label}: {detail}" if detail else f"Run {run_id} failed: {label}")
+
+
+def error_kind(err: BaseException) -> str:
+    return err.kind if isinstance(err, RedflowError) else KIND_ERROR
+
+
+def error_name(err: BaseException) -> str:
+    return err.name if isinstance(err, RedflowError) else type(err).__name__
+
+
+def error_to_json(err: BaseException, *, with_stack: bool = True) -> dict[str, Any]:
+    """The ``errorJson`` object of ``err``: ``{name, message, kind, stack?}``."""
+    out: dict[str, Any] = {"name": error_name(err), "message": str(err), "kind": error_kind(err)}
+    if with_stack and err.__traceback__ is not None:
+        out["stack"] = "".join(traceback.format_exception(type(err), err, err.__traceback__))
+    return out

@@ -1,0 +1,259 @@
+"""Run and Step as Python sees them, and the Redis field names behind them.
+
+This is the only Python module that spells the camelCase field names of
+DATA_MODEL.md (the Lua scripts spell them too, inside Redis). Stored times
+are integer ms; the objects here carry float unix seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from . import codec
+from .clock import ms_to_s
+from .errors import CorruptDataError
+from .keys import RUN_STATUSES, TERMINAL_STATUSES
+
+
+class RunField:
+    """Fields of the run hash ``P:run:<id>``."""
+
+    WORKFLOW = "workflow"
+    QUEUE = "queue"
+    STATUS = "status"
+    INPUT_JSON = "inputJson"
+    ATTEMPT = "attempt"
+    MAX_ATTEMPTS = "maxAttempts"
+    CREATED_AT = "createdAt"
+    AVAILABLE_AT = "availableAt"
+    STARTED_AT = "startedAt"
+    FINISHED_AT = "finishedAt"
+    OUTPUT_JSON = "outputJson"
+    ERROR_JSON = "errorJson"
+    CANCEL_REQUESTED_AT = "cancelRequestedAt"
+    CANCEL_REASON = "cancelReason"
+    PARENT_RUN_ID = "parentRunId"
+
+
+class WorkflowField:
+    """Fields of the workflow metadata hash ``P:workflow:<name>``."""
+
+    NAME = "name"
+    QUEUE = "queue"
+    MAX_ATTEMPTS = "maxAttempts"
+    UPDATED_AT = "updatedAt"
+    CRON_JSON = "cronJson"
+    CRON_IDS_JSON = "cronIdsJson"
+    EVENT_JSON = "eventJson"
+    EVENT_IDS_JSON = "eventIdsJson"
+
+
+def int_field(fields: Mapping[str, str], name: str, *, what: str, default: int | None = None) -> int | None:
+    """An integer field; empty or absent gives ``default``; anything else not an int is corrupt."""
+    raw = fields.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except (TypeError, ValueError):
+        try:
+            as_float = float(raw)
+        except (TypeError, ValueError):
+            raise CorruptDataError(f"{what}: field {name!r} is not an integer: {raw!r}") from None
+        if as_float != as_float or as_float in (float("inf"), float("-inf")):
+            raise CorruptDataError(f"{what}: field {name!r} is not finite: {raw!r}") from None
+        return int(as_float)
+
+
+def max_attempts_of(fields: Mapping[str, str], *, what: str) -> int:
+    """``maxAttempts`` of a run hash; a missing field means 1 (as the seed worker reads it)."""
+    return max(1, int_field(fields, RunField.MAX_ATTEMPTS, what=what, default=1) or 1)
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """A run as read from ``P:run:<id>``."""
+
+    id: str
+    workflow: str
+    queue: str
+    status: str
+    input: Any
+    output: Any
+    error: dict[str, Any] | None
+    attempt: int
+    max_attempts: int
+    created_at: float | None
+    available_at: float | None
+    started_at: float | None
+    finished_at: float | None
+    cancel_requested_at: float | None
+    cancel_reason: str | None
+    parent_run_id: str | None
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+    @classmethod
+    def from_hash(cls, run_id: str, fields: Mapping[str, str]) -> Run:
+        """Parse a run hash; :class:`CorruptDataError` naming the field if it is not valid."""
+        what = f"run {run_id}"
+        status = fields.get(RunField.STATUS, "")
+        if status not in RUN_STATUSES:
+            raise CorruptDataError(f"{what}: unknown status {status!r}")
+        workflow = fields.get(RunField.WORKFLOW, "")
+        if not workflow:
+            raise CorruptDataError(f"{what}: no workflow name")
+
+        def ms(name: str) -> float | None:
+            value = int_field(fields, name, what=what)
+            return None if value is None or value <= 0 else ms_to_s(value)
+
+        def json_field(name: str) -> Any:
+            raw = fields.get(name)
+            return None if raw is None or raw == "" else codec.loads(raw, what=f"{what} {name}")
+
+        error = json_field(RunField.ERROR_JSON)
+        return cls(
+            id=run_id,
+            workflow=workflow,
+            queue=fields.get(RunField.QUEUE, "") or "default",
+            status=status,
+            input=json_field(RunField.INPUT_JSON),
+            output=json_field(RunField.OUTPUT_JSON),
+            error=error if isinstance(error, dict) or error is None else {"message": str(error)},
+            attempt=int_field(fields, RunField.ATTEMPT, what=what, default=0) or 0,
+            max_attempts=max_attempts_of(fields, what=what),
+            created_at=ms(RunField.CREATED_AT),
+            available_at=ms(RunField.AVAILABLE_AT),
+            started_at=ms(RunField.STARTED_AT),
+            finished_at=ms(RunField.FINISHED_AT),
+            cancel_requested_at=ms(RunField.CANCEL_REQUESTED_AT),
+            cancel_reason=fields.get(RunField.CANCEL_REASON) or None,
+            parent_run_id=fields.get(RunField.PARENT_RUN_ID) or None,
+        )
+
+
+# -- steps -----------------------------------------------------------------
+
+STEP_RUNNING = "running"
+STEP_SUCCEEDED = "succeeded"
+STEP_FAILED = "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One durable step of a run, from ``P:run:<id>:steps``."""
+
+    name: str
+    status: str
+    seq: int
+    output: Any
+    error: dict[str, Any] | None
+    started_at: float | None
+    finished_at: float | None
+
+    @classmethod
+    def from_json(cls, name: str, raw: str) -> Step:
+        what = f"step {name!r}"
+        record = codec.loads(raw, what=what)
+        if not isinstance(record, dict):
+            raise CorruptDataError(f"{what} is not a JSON object")
+        output_json = record.get("outputJson")
+        error_json = record.get("errorJson")
+        return cls(
+            name=name,
+            status=str(record.get("status", "")),
+            seq=step_seq(record) or 0,
+            output=None if output_json is None else codec.loads(output_json, what=f"{what} output"),
+            error=None if error_json is None else codec.try_loads(error_json),
+            started_at=ms_to_s(record.get("startedAt")),
+            finished_at=ms_to_s(record.get("finishedAt")),
+        )
+
+
+def step_seq(record: Any) -> int | None:
+    """The ``seq`` of a decoded step record, if it has a sane one."""
+    seq = record.get("seq") if isinstance(record, dict) else None
+    return seq if isinstance(seq, int) and not isinstance(seq, bool) and seq > 0 else None
+
+
+def step_running_json(seq: int, started_at: int) -> str:
+    return codec.dumps({"status": STEP_RUNNING, "seq": seq, "startedAt": started_at})
+
+
+def step_succeeded_json(seq: int, started_at: int, finished_at: int, output_json: str) -> str:
+    return codec.dumps(
+        {"status": STEP_SUCCEEDED, "seq": seq, "startedAt": started_at, "finishedAt": finished_at, "outputJson": output_json}
+    )
+
+
+def step_failed_json(seq: int, started_at: int, finished_at: int, error_json: str) -> str:
+    return codec.dumps(
+        {"status": STEP_FAILED, "seq": seq, "startedAt": started_at, "finishedAt": finished_at, "errorJson": error_json}
+    )
+
+
+# -- trigger definitions ---------------------------------------------------
+
+
+def cron_def_json(cron_id: str, workflow: str, queue: str, expression: str, timezone: str | None, input_json: str) -> str:
+    return codec.dumps(
+        {"id": cron_id, "workflow": workflow, "queue": queue, "expression": expression, "timezone": timezone, "inputJson": input_json}
+    )
+
+
+def event_def_json(event_id: str, event: str, workflow: str, queue: str) -> str:
+    return codec.dumps({"id": event_id, "event": event, "workflow": workflow, "queue": queue})
+
+
+@dataclass(frozen=True, slots=True)
+class CronDef:
+    """A stored cron definition (``P:cron:def`` value)."""
+
+    id: str
+    workflow: str
+    queue: str
+    expression: str
+    timezone: str | None
+    input_json: str
+
+    @classmethod
+    def from_json(cls, raw: str) -> CronDef:
+        record = codec.loads(raw, what="cron definition")
+        try:
+            return cls(
+                id=str(record["id"]),
+                workflow=str(record["workflow"]),
+                queue=str(record.get("queue") or "default"),
+                expression=str(record["expression"]),
+                timezone=record.get("timezone") or None,
+                input_json=str(record.get("inputJson") or "null"),
+            )
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise CorruptDataError(f"cron definition lacks {exc}: {raw[:80]!r}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class EventDef:
+    """A stored event subscription (``P:event:def`` value)."""
+
+    id: str
+    event: str
+    workflow: str
+    queue: str
+
+    @classmethod
+    def from_json(cls, raw: str) -> EventDef:
+        record = codec.loads(raw, what="event definition")
+        try:
+            return cls(
+                id=str(record["id"]),
+                event=str(record["event"]),
+                workflow=str(record["workflow"]),
+                queue=str(record.get("queue") or "default"),
+            )
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise CorruptDataError(f"event definition lacks {exc}: {raw[:80]!r}") from None

@@ -1,0 +1,197 @@
+"""Workflow definitions: ``define_workflow``, ``Registry`` and input validation."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
+
+from . import cron
+from .errors import InputValidationError, RedflowError
+
+if TYPE_CHECKING:
+    from .client import RedflowClient, RunHandle
+    from .context import OnFailureContext, WorkflowContext
+
+Handler = Callable[["WorkflowContext"], Any]
+OnFailure = Callable[["OnFailureContext"], Any]
+
+_UNSET: Any = object()
+
+
+@dataclass(frozen=True, slots=True)
+class CronTrigger:
+    """One cron trigger of a workflow. ``input`` left unset is stored as ``{}``."""
+
+    expression: str
+    timezone: str | None = None
+    input: Any = _UNSET
+    id: str | None = None
+
+    @property
+    def has_input(self) -> bool:
+        return self.input is not _UNSET
+
+    @property
+    def run_input(self) -> Any:
+        return self.input if self.has_input else {}
+
+
+def _cron_trigger(spec: CronTrigger | Mapping[str, Any] | str, workflow: str) -> CronTrigger:
+    if isinstance(spec, CronTrigger):
+        trigger = spec
+    elif isinstance(spec, str):
+        trigger = CronTrigger(expression=spec)
+    elif isinstance(spec, Mapping):
+        unknown = set(spec) - {"expression", "timezone", "input", "id"}
+        if unknown or "expression" not in spec:
+            raise RedflowError(f"workflow {workflow!r}: a cron trigger needs 'expression' (and only timezone/input/id), got {dict(spec)!r}")
+        trigger = CronTrigger(
+            expression=spec["expression"], timezone=spec.get("timezone"), input=spec.get("input", _UNSET), id=spec.get("id")
+        )
+    else:
+        raise RedflowError(f"workflow {workflow!r}: bad cron trigger {spec!r}")
+    cron.validate(trigger.expression, trigger.timezone)
+    return trigger
+
+
+def validate_input(schema: Any, value: Any) -> Any:
+    """Run ``value`` through ``schema``; any failure becomes :class:`InputValidationError`.
+
+    A schema is a callable ``(input) -> input`` that raises on bad input, or
+    any object with ``model_validate`` (a pydantic v2 model works without
+    redflow depending on pydantic; its model is dumped back to JSON-able data).
+    """
+    if schema is None:
+        return value
+    try:
+        if hasattr(schema, "model_validate"):
+            model = schema.model_validate(value)
+            return model.model_dump(mode="json") if hasattr(model, "model_dump") else model
+        if callable(schema):
+            return schema(value)
+    except InputValidationError:
+        raise
+    except Exception as exc:  # the schema's own error type is unknown to us
+        issues = exc.errors() if hasattr(exc, "errors") and callable(exc.errors) else None
+        raise InputValidationError(f"Workflow input validation failed: {exc}", issues=issues) from exc
+    raise RedflowError(f"schema {schema!r} is neither callable nor has model_validate()")
+
+
+@dataclass(eq=False)
+class Workflow:
+    """A defined workflow: call ``.run(input)`` to start it, the worker calls ``handler``."""
+
+    name: str
+    handler: Handler
+    queue: str = "default"
+    max_attempts: int = 3
+    schema: Any = None
+    on_failure: OnFailure | None = None
+    cron: tuple[CronTrigger, ...] = ()
+    events: tuple[str, ...] = ()
+    registry: Registry | None = field(default=None, repr=False)
+
+    def validate(self, value: Any) -> Any:
+        return validate_input(self.schema, value)
+
+    def run(self, input: Any = None, *, client: RedflowClient | None = None, **run_options: Any) -> RunHandle:
+        """Start a run of this workflow (``client``: the default client if omitted)."""
+        if client is None:
+            from .client import get_default_client
+
+            client = get_default_client()
+        return client.run(self, input, **run_options)
+
+    def __call__(self, ctx: WorkflowContext) -> Any:
+        return self.handler(ctx)
+
+
+class Registry:
+    """Workflows by name. A worker runs the workflows of one registry."""
+
+    def __init__(self, workflows: Iterable[Workflow] = ()) -> None:
+        self._workflows: dict[str, Workflow] = {}
+        self._lock = threading.Lock()
+        for wf in workflows:
+            self.register(wf)
+
+    def register(self, workflow: Workflow) -> Workflow:
+        with self._lock:
+            existing = self._workflows.get(workflow.name)
+            if existing is not None and existing.handler is not workflow.handler:
+                raise RedflowError(f"workflow {workflow.name!r} is already defined in this registry")
+            self._workflows[workflow.name] = workflow
+        workflow.registry = self
+        return workflow
+
+    def unregister(self, name: str) -> None:
+        with self._lock:
+            self._workflows.pop(name, None)
+
+    def get(self, name: str) -> Workflow | None:
+        return self._workflows.get(name)
+
+    def list(self) -> list[Workflow]:
+        return sorted(self._workflows.values(), key=lambda wf: wf.name)
+
+    def queues(self) -> list[str]:
+        """The queues of its workflows, sorted (the worker's default queues)."""
+        return sorted({wf.queue for wf in self._workflows.values()})
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._workflows
+
+    def __iter__(self) -> Iterator[Workflow]:
+        return iter(self.list())
+
+    def __len__(self) -> int:
+        return len(self._workflows)
+
+
+_default_registry = Registry()
+
+
+def get_default_registry() -> Registry:
+    return _default_registry
+
+
+def define_workflow(
+    name: str,
+    *,
+    queue: str = "default",
+    max_attempts: int = 3,
+    schema: Any = None,
+    on_failure: OnFailure | None = None,
+    cron: Iterable[CronTrigger | Mapping[str, Any] | str] | None = None,
+    events: Iterable[str] | None = None,
+    registry: Registry | None = None,
+) -> Callable[[Handler], Workflow]:
+    """Decorator: define a workflow named ``name`` whose handler is the function."""
+    if not name or not isinstance(name, str):
+        raise RedflowError("a workflow needs a non-empty name")
+    if not queue or not isinstance(queue, str):
+        raise RedflowError(f"workflow {name!r}: queue must be a non-empty string")
+    if not isinstance(max_attempts, int) or max_attempts < 1:
+        raise RedflowError(f"workflow {name!r}: max_attempts must be an int >= 1")
+    triggers = tuple(_cron_trigger(spec, name) for spec in (cron or ()))
+    event_names = tuple(events or ())
+    if any(not isinstance(e, str) or not e for e in event_names):
+        raise RedflowError(f"workflow {name!r}: event names must be non-empty strings")
+
+    def decorate(handler: Handler) -> Workflow:
+        if not callable(handler):
+            raise RedflowError(f"workflow {name!r}: the handler must be callable")
+        wf = Workflow(
+            name=name,
+            handler=handler,
+            queue=queue,
+            max_attempts=max_attempts,
+            schema=schema,
+            on_failure=on_failure,
+            cron=triggers,
+            events=event_names,
+        )
+        return (registry if registry is not None else _default_registry).register(wf)
+
+    return decorate

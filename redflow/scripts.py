@@ -1,0 +1,438 @@
+"""Every Lua script redflow runs, each with one typed wrapper.
+
+Each multi-key state change that must be atomic is one script. Scripts are
+registered once per client with redis-py's ``register_script`` so calls use
+EVALSHA (reloading on NOSCRIPT), and each script touches only the keys
+passed in, so Redis Cluster needs changes in ``keys.py`` alone.
+
+The six ``runs:status:*`` zsets are always passed together, in
+``keys.RUN_STATUSES`` order, so that a status change can move a run between
+them. Wrappers accept ``conn=``: a worker slot's dedicated connection, a
+pipeline, or ``None`` for the client's pool.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from .keys import Keys
+
+#: How long the wake-up token of a finished run lives (waiters re-read the
+#: run hash first, so the token only matters to waiters already blocked).
+WAKE_TTL_MS = 10 * 60 * 1000
+
+# Lua helpers shared by the scripts below. ``S`` is the KEYS offset of the six
+# status index zsets (KEYS[S+1] .. KEYS[S+6]).
+_STATUS_LUA = """
+local STATUS_INDEX = {scheduled = 1, queued = 2, running = 3, succeeded = 4, failed = 5, canceled = 6}
+local TERMINAL = {succeeded = true, failed = true, canceled = true}
+
+local function move_status(run_key, S, run_id, prev, next_status, at)
+  if prev and STATUS_INDEX[prev] then
+    redis.call("zrem", KEYS[S + STATUS_INDEX[prev]], run_id)
+  end
+  redis.call("hset", run_key, "status", next_status)
+  redis.call("zadd", KEYS[S + STATUS_INDEX[next_status]], at, run_id)
+end
+"""
+
+# Turns a run terminal. A cancel request wins over succeeded/failed, as in
+# the seed's finalizeRun. Pushes the wake-up token for waiters.
+_FINALIZE_LUA = (
+    _STATUS_LUA
+    + """
+local function finalize(run_key, S, done_key, run_id, prev, requested, at, output_json, error_json, wake_ttl)
+  local final = requested
+  if requested ~= "canceled" then
+    local cancel_at = redis.call("hget", run_key, "cancelRequestedAt")
+    if cancel_at and cancel_at ~= "" then
+      final = "canceled"
+    end
+  end
+  move_status(run_key, S, run_id, prev, final, at)
+  redis.call("hdel", run_key, "availableAt")
+  if final == "succeeded" then
+    redis.call("hset", run_key, "outputJson", output_json)
+    redis.call("hdel", run_key, "errorJson")
+  else
+    redis.call("hdel", run_key, "outputJson")
+    if error_json ~= "" then
+      redis.call("hset", run_key, "errorJson", error_json)
+    end
+  end
+  redis.call("hset", run_key, "finishedAt", at)
+  redis.call("rpush", done_key, "1")
+  redis.call("pexpire", done_key, wake_ttl)
+  return final
+end
+"""
+)
+
+ENQUEUE_RUN_LUA = """
+-- Create a run and enqueue it, or return the run its idempotency key holds.
+-- KEYS: 1 run, 2 runs:created, 3 status:queued, 4 status:scheduled,
+--       5 workflow-runs, 6 ready, 7 queue scheduled, 8 idempotency key
+-- ARGV: 1 run id, 2 workflow, 3 queue, 4 inputJson, 5 createdAt,
+--       6 availableAt (<= createdAt: now), 7 maxAttempts, 8 "1" if idempotent,
+--       9 idempotency ttl s, 10 run id the key may be replaced from
+--       (a failed/canceled/missing run the client saw), 11 parentRunId
+-- Returns {"created", id} or {"existing", id}.
+if ARGV[8] == "1" then
+  local current = redis.call("get", KEYS[8])
+  if current and current ~= "" and current ~= ARGV[10] then
+    redis.call("expire", KEYS[8], ARGV[9])
+    return {"existing", current}
+  end
+  redis.call("set", KEYS[8], ARGV[1], "EX", ARGV[9])
+end
+local scheduled = tonumber(ARGV[6]) > tonumber(ARGV[5])
+local status = scheduled and "scheduled" or "queued"
+redis.call("hset", KEYS[1],
+  "workflow", ARGV[2], "queue", ARGV[3], "status", status, "inputJson", ARGV[4],
+  "attempt", "0", "maxAttempts", ARGV[7], "createdAt", ARGV[5],
+  "cancelRequestedAt", "", "cancelReason", "")
+if ARGV[11] ~= "" then
+  redis.call("hset", KEYS[1], "parentRunId", ARGV[11])
+end
+redis.call("zadd", KEYS[2], ARGV[5], ARGV[1])
+redis.call("zadd", KEYS[5], ARGV[5], ARGV[1])
+if scheduled then
+  redis.call("hset", KEYS[1], "availableAt", ARGV[6])
+  redis.call("zadd", KEYS[4], ARGV[5], ARGV[1])
+  redis.call("zadd", KEYS[7], ARGV[6], ARGV[1])
+else
+  redis.call("zadd", KEYS[3], ARGV[5], ARGV[1])
+  redis.call("lpush", KEYS[6], ARGV[1])
+end
+return {"created", ARGV[1]}
+"""
+
+START_RUN_LUA = (
+    _STATUS_LUA
+    + """
+-- Start a claimed run: take its lease, load it, queued -> running (+1
+-- attempt, startedAt on first pickup) and load its step cache, in one trip.
+-- Idempotent for the same token, so a retried call after a lost reply
+-- does not drop the run.
+-- KEYS: 1 run, 2 steps, 3 lease, 4 processing, 5..10 status zsets
+-- ARGV: 1 run id, 2 lease token, 3 lease ms, 4 now ms
+-- Returns {"busy"} | {"missing"} | {"skip", status} | {"cancel", status}
+--       | {"started", run fields, step fields}
+local holder = redis.call("get", KEYS[3])
+if holder and holder ~= ARGV[2] then
+  redis.call("lrem", KEYS[4], 1, ARGV[1])
+  return {"busy"}
+end
+local resumed = holder == ARGV[2]
+redis.call("set", KEYS[3], ARGV[2], "PX", ARGV[3])
+local function drop(reply)
+  redis.call("del", KEYS[3])
+  redis.call("lrem", KEYS[4], 0, ARGV[1])
+  return reply
+end
+local status = redis.call("hget", KEYS[1], "status")
+if not status then
+  return drop({"missing"})
+end
+if status ~= "queued" and status ~= "running" then
+  return drop({"skip", status})
+end
+local cancel_at = redis.call("hget", KEYS[1], "cancelRequestedAt")
+if cancel_at and cancel_at ~= "" then
+  return {"cancel", status}
+end
+if status == "queued" and not resumed then
+  move_status(KEYS[1], 4, ARGV[1], "queued", "running", ARGV[4])
+  redis.call("hincrby", KEYS[1], "attempt", 1)
+end
+local started_at = redis.call("hget", KEYS[1], "startedAt")
+if not started_at or started_at == "" then
+  redis.call("hset", KEYS[1], "startedAt", ARGV[4])
+end
+return {"started", redis.call("hgetall", KEYS[1]), redis.call("hgetall", KEYS[2])}
+"""
+)
+
+SETTLE_RUN_LUA = (
+    _FINALIZE_LUA
+    + """
+-- End one attempt: finalize (succeeded / failed / canceled) or schedule a
+-- retry, remove the run from processing and release the lease, in one trip.
+-- Refuses when another worker holds the lease (this worker lost the run),
+-- and never finalizes a run twice.
+-- KEYS: 1 run, 2..7 status zsets, 8 processing, 9 lease, 10 done, 11 queue scheduled
+-- ARGV: 1 run id, 2 status (succeeded|failed|canceled|scheduled), 3 now ms,
+--       4 outputJson, 5 errorJson, 6 lease token, 7 wake ttl ms, 8 retry at ms
+-- Returns the status the run ended in, "stale" or "missing".
+local holder = redis.call("get", KEYS[9])
+if holder and holder ~= ARGV[6] then
+  return "stale"
+end
+local function release(reply)
+  redis.call("lrem", KEYS[8], 0, ARGV[1])
+  if holder then
+    redis.call("del", KEYS[9])
+  end
+  return reply
+end
+local prev = redis.call("hget", KEYS[1], "status")
+if not prev then
+  return release("missing")
+end
+if TERMINAL[prev] then
+  return release(prev)
+end
+local requested = ARGV[2]
+if requested == "scheduled" then
+  local cancel_at = redis.call("hget", KEYS[1], "cancelRequestedAt")
+  if cancel_at and cancel_at ~= "" then
+    requested = "canceled"
+  else
+    move_status(KEYS[1], 1, ARGV[1], prev, "scheduled", ARGV[3])
+    redis.call("hset", KEYS[1], "availableAt", ARGV[8], "errorJson", ARGV[5])
+    redis.call("zadd", KEYS[11], ARGV[8], ARGV[1])
+    return release("scheduled")
+  end
+end
+local final = finalize(KEYS[1], 1, KEYS[10], ARGV[1], prev, requested, ARGV[3], ARGV[4], ARGV[5], ARGV[7])
+redis.call("zrem", KEYS[11], ARGV[1])
+return release(final)
+"""
+)
+
+CANCEL_RUN_LUA = (
+    _FINALIZE_LUA
+    + """
+-- Client cancel: a queued or scheduled run is canceled at once; a running
+-- one gets cancelRequestedAt and its worker stops it.
+-- KEYS: 1 run, 2..7 status zsets, 8 done, 9 queue scheduled
+-- ARGV: 1 run id, 2 now ms, 3 reason, 4 errorJson, 5 wake ttl ms
+-- Returns "canceled" | "requested" | "terminal" | "missing".
+local prev = redis.call("hget", KEYS[1], "status")
+if not prev then
+  return "missing"
+end
+if TERMINAL[prev] then
+  return "terminal"
+end
+redis.call("hset", KEYS[1], "cancelRequestedAt", ARGV[2], "cancelReason", ARGV[3])
+if prev == "queued" or prev == "scheduled" then
+  finalize(KEYS[1], 1, KEYS[8], ARGV[1], prev, "canceled", ARGV[2], "", ARGV[4], ARGV[5])
+  redis.call("zrem", KEYS[9], ARGV[1])
+  return "canceled"
+end
+return "requested"
+"""
+)
+
+PROMOTE_RUN_LUA = """
+-- Promoter: a due scheduled run -> queued, pushed to ready.
+-- KEYS: 1 run, 2 queue scheduled, 3 status:scheduled, 4 status:queued, 5 ready
+-- ARGV: 1 run id, 2 now ms
+-- Returns "promoted" | "not_due" | "missing" | "stale".
+local score = redis.call("zscore", KEYS[2], ARGV[1])
+if not score then
+  return "missing"
+end
+if tonumber(score) > tonumber(ARGV[2]) then
+  return "not_due"
+end
+redis.call("zrem", KEYS[2], ARGV[1])
+if redis.call("hget", KEYS[1], "status") ~= "scheduled" then
+  return "stale"
+end
+redis.call("zrem", KEYS[3], ARGV[1])
+redis.call("hset", KEYS[1], "status", "queued")
+redis.call("hdel", KEYS[1], "availableAt")
+redis.call("zadd", KEYS[4], ARGV[2], ARGV[1])
+redis.call("lpush", KEYS[5], ARGV[1])
+return "promoted"
+"""
+
+# The seed's scripts, unchanged in behaviour.
+UNLOCK_LUA = """
+if redis.call("get", KEYS[1]) == ARGV[1] then
+  return redis.call("del", KEYS[1])
+else
+  return 0
+end
+"""
+
+RENEW_LEASE_LUA = """
+if redis.call("get", KEYS[1]) == ARGV[1] then
+  return redis.call("set", KEYS[1], ARGV[1], "PX", ARGV[2])
+else
+  return nil
+end
+"""
+
+CLAIM_QUEUED_RUN_FOR_INLINE_LUA = """
+if redis.call("hget", KEYS[3], "status") ~= "queued" then
+  return 0
+end
+
+if redis.call("lrem", KEYS[1], 1, ARGV[1]) <= 0 then
+  return 0
+end
+
+redis.call("lpush", KEYS[2], ARGV[1])
+return 1
+"""
+
+SAVE_STEP_LUA = """
+-- Record one step, fenced by the run's lease; returns the run's
+-- cancelRequestedAt so that a step boundary notices a cancel for free.
+-- With ARGV[4] = startedAt of a step still going, only writes the "running"
+-- marker if no record of that execution (or a success) is there already.
+-- KEYS: 1 steps, 2 lease, 3 run
+-- ARGV: 1 lease token, 2 step name, 3 step JSON, 4 marker startedAt or ""
+-- Returns {"saved"|"kept"|"stale", cancelRequestedAt}.
+local holder = redis.call("get", KEYS[2])
+if holder and holder ~= ARGV[1] then
+  return {"stale", ""}
+end
+local cancel_at = redis.call("hget", KEYS[3], "cancelRequestedAt") or ""
+if ARGV[4] ~= "" then
+  local current = redis.call("hget", KEYS[1], ARGV[2])
+  if current then
+    local ok, record = pcall(cjson.decode, current)
+    if ok and type(record) == "table" and
+      (record.status == "succeeded" or tostring(record.startedAt) == ARGV[4]) then
+      return {"kept", cancel_at}
+    end
+  end
+end
+redis.call("hset", KEYS[1], ARGV[2], ARGV[3])
+return {"saved", cancel_at}
+"""
+
+REAP_RUN_LUA = """
+-- Reaper: a processing entry whose lease is gone goes back to ready (at the
+-- claim end, so a recovered run is next). Atomic, unlike the seed's GET + LREM.
+-- KEYS: 1 processing, 2 ready, 3 lease
+-- ARGV: 1 run id
+if redis.call("exists", KEYS[3]) == 1 then
+  return 0
+end
+if redis.call("lrem", KEYS[1], 1, ARGV[1]) > 0 then
+  redis.call("rpush", KEYS[2], ARGV[1])
+  return 1
+end
+return 0
+"""
+
+
+class Scripts:
+    """The scripts registered on one redis-py client, with typed wrappers."""
+
+    def __init__(self, redis: Any, keys: Keys) -> None:
+        self.keys = keys
+        self._redis = redis
+        register = redis.register_script
+        self._enqueue = register(ENQUEUE_RUN_LUA)
+        self._start = register(START_RUN_LUA)
+        self._settle = register(SETTLE_RUN_LUA)
+        self._cancel = register(CANCEL_RUN_LUA)
+        self._promote = register(PROMOTE_RUN_LUA)
+        self._unlock = register(UNLOCK_LUA)
+        self._renew = register(RENEW_LEASE_LUA)
+        self._claim_inline = register(CLAIM_QUEUED_RUN_FOR_INLINE_LUA)
+        self._save_step = register(SAVE_STEP_LUA)
+        self._reap = register(REAP_RUN_LUA)
+
+    def _call(self, script: Any, keys: Sequence[str], args: Sequence[Any], conn: Any) -> Any:
+        return script(keys=keys, args=args, client=conn if conn is not None else self._redis)
+
+    def enqueue_run(
+        self,
+        *,
+        run_id: str,
+        workflow: str,
+        queue: str,
+        input_json: str,
+        created_at: int,
+        available_at: int,
+        max_attempts: int,
+        idempotency_key: str | None,
+        idempotency_ttl_s: int,
+        replace_id: str = "",
+        parent_run_id: str = "",
+        conn: Any = None,
+    ) -> Any:
+        """Returns ``["created" | "existing", run id]`` (on a pipeline: the pipeline)."""
+        k = self.keys
+        idem_key = k.idempotency(workflow, idempotency_key) if idempotency_key is not None else k.run(run_id)
+        keys = [
+            k.run(run_id), k.runs_created(), k.runs_status("queued"), k.runs_status("scheduled"),
+            k.workflow_runs(workflow), k.queue_ready(queue), k.queue_scheduled(queue), idem_key,
+        ]  # fmt: skip
+        args = [
+            run_id, workflow, queue, input_json, created_at, available_at, max_attempts,
+            "1" if idempotency_key is not None else "0", idempotency_ttl_s, replace_id, parent_run_id,
+        ]  # fmt: skip
+        return self._call(self._enqueue, keys, args, conn)
+
+    def start_run(self, *, run_id: str, queue: str, token: str, lease_ms: int, now: int, conn: Any = None) -> list[Any]:
+        k = self.keys
+        keys = [k.run(run_id), k.run_steps(run_id), k.run_lease(run_id), k.queue_processing(queue), *k.all_runs_status()]
+        return self._call(self._start, keys, [run_id, token, lease_ms, now], conn)
+
+    def settle_run(
+        self,
+        *,
+        run_id: str,
+        queue: str,
+        status: str,
+        now: int,
+        token: str,
+        output_json: str = "",
+        error_json: str = "",
+        retry_at: int = 0,
+        conn: Any = None,
+    ) -> str:
+        """Finalize (``status`` terminal) or schedule a retry (``status="scheduled"``)."""
+        k = self.keys
+        keys = [
+            k.run(run_id), *k.all_runs_status(), k.queue_processing(queue), k.run_lease(run_id),
+            k.run_done(run_id), k.queue_scheduled(queue),
+        ]  # fmt: skip
+        args = [run_id, status, now, output_json, error_json, token, WAKE_TTL_MS, retry_at]
+        return self._call(self._settle, keys, args, conn)
+
+    def cancel_run(self, *, run_id: str, queue: str, now: int, reason: str, error_json: str, conn: Any = None) -> str:
+        k = self.keys
+        keys = [k.run(run_id), *k.all_runs_status(), k.run_done(run_id), k.queue_scheduled(queue)]
+        return self._call(self._cancel, keys, [run_id, now, reason, error_json, WAKE_TTL_MS], conn)
+
+    def promote_run(self, *, run_id: str, queue: str, now: int, conn: Any = None) -> str:
+        k = self.keys
+        keys = [k.run(run_id), k.queue_scheduled(queue), k.runs_status("scheduled"), k.runs_status("queued"), k.queue_ready(queue)]
+        return self._call(self._promote, keys, [run_id, now], conn)
+
+    def renew_lease(self, *, lease_key: str, token: str, lease_ms: int, conn: Any = None) -> Any:
+        """Truthy if renewed; ``None`` when the lease is not ours any more."""
+        return self._call(self._renew, [lease_key], [token, lease_ms], conn)
+
+    def unlock(self, *, lease_key: str, token: str, conn: Any = None) -> bool:
+        return bool(self._call(self._unlock, [lease_key], [token], conn))
+
+    def claim_queued_run_for_inline(self, *, run_id: str, queue: str, conn: Any = None) -> bool:
+        k = self.keys
+        keys = [k.queue_ready(queue), k.queue_processing(queue), k.run(run_id)]
+        return self._call(self._claim_inline, keys, [run_id], conn) == 1
+
+    def save_step(
+        self, *, run_id: str, token: str, name: str, step_json: str, marker_started_at: int | None = None, conn: Any = None
+    ) -> tuple[str, str]:
+        """Returns ``("saved" | "kept" | "stale", cancelRequestedAt)``."""
+        k = self.keys
+        keys = [k.run_steps(run_id), k.run_lease(run_id), k.run(run_id)]
+        marker = "" if marker_started_at is None else str(marker_started_at)
+        state, cancel_at = self._call(self._save_step, keys, [token, name, step_json, marker], conn)
+        return state, cancel_at
+
+    def reap_run(self, *, run_id: str, queue: str, conn: Any = None) -> bool:
+        k = self.keys
+        keys = [k.queue_processing(queue), k.queue_ready(queue), k.run_lease(run_id)]
+        return self._call(self._reap, keys, [run_id], conn) == 1
+

@@ -1,0 +1,117 @@
+"""Registry sync: workflow metadata and trigger definitions into Redis.
+
+Workers call it at start so that clients elsewhere (TypeScript, asyncio,
+another process) can start runs by name, and so that the cron scheduler and
+``emit_event`` see the triggers. Triggers a workflow no longer declares are
+removed; workflows other registries synced are left alone (many workers
+with different registries share one Redis).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from . import clock, codec, cron
+from .errors import RedflowError
+from .models import EventDef, WorkflowField, cron_def_json, event_def_json
+from .registry import CronTrigger, Registry, Workflow
+
+if TYPE_CHECKING:
+    from redis.client import Pipeline
+
+    from .client import RedflowClient
+
+
+def _trigger_ids(wf: Workflow) -> tuple[list[str], list[str]]:
+    cron_ids = [cron.cron_trigger_id(wf.name, t) for t in wf.cron]
+    event_ids = [cron.event_trigger_id(wf.name, e) for e in wf.events]
+    for kind, ids in (("cron", cron_ids), ("event", event_ids)):
+        if len(set(ids)) != len(ids):
+            raise RedflowError(f"workflow {wf.name!r} declares the same {kind} trigger twice; give them distinct ids")
+    return cron_ids, event_ids
+
+
+def _stored_ids(raw: str | None) -> list[str]:
+    ids = codec.try_loads(raw)
+    return [i for i in ids if isinstance(i, str) and i] if isinstance(ids, list) else []
+
+
+def sync_registry(client: RedflowClient, registry: Registry) -> None:
+    keys, redis = client.keys, client.redis
+    workflows = registry.list()
+    if not workflows:
+        return
+    planned = {wf.name: _trigger_ids(wf) for wf in workflows}
+
+    read = redis.pipeline(transaction=False)
+    for wf in workflows:
+        read.hmget(keys.workflow(wf.name), [WorkflowField.CRON_IDS_JSON, WorkflowField.EVENT_IDS_JSON])
+        read.hmget(keys.cron_def(), planned[wf.name][0] or ["-"])
+    replies = iter(read.execute())
+
+    now = clock.now_ms()
+    write = redis.pipeline(transaction=False)
+    for wf in workflows:
+        prev_cron_raw, prev_event_raw = next(replies)
+        prev_defs = next(replies)
+        cron_ids, event_ids = planned[wf.name]
+        _sync_crons(client, write, wf, cron_ids, _stored_ids(prev_cron_raw), prev_defs, now)
+        _sync_events(client, write, wf, event_ids, _stored_ids(prev_event_raw))
+        write.sadd(keys.workflows(), wf.name)
+        write.hset(
+            keys.workflow(wf.name),
+            mapping={
+                WorkflowField.NAME: wf.name,
+                WorkflowField.QUEUE: wf.queue,
+                WorkflowField.MAX_ATTEMPTS: str(wf.max_attempts),
+                WorkflowField.UPDATED_AT: str(now),
+                WorkflowField.CRON_JSON: codec.dumps([_cron_json(t) for t in wf.cron]),
+                WorkflowField.CRON_IDS_JSON: codec.dumps(cron_ids),
+                WorkflowField.EVENT_JSON: codec.dumps([{"name": e} for e in wf.events]),
+                WorkflowField.EVENT_IDS_JSON: codec.dumps(event_ids),
+            },
+        )
+    write.execute()
+
+
+def _cron_json(trigger: CronTrigger) -> dict[str, Any]:
+    out: dict[str, Any] = {"expression": trigger.expression, "timezone": trigger.timezone}
+    if trigger.id:
+        out["id"] = trigger.id
+    if trigger.has_input:
+        out["input"] = trigger.input
+    return out
+
+
+def _sync_crons(
+    client: RedflowClient, pipe: Pipeline, wf: Workflow, cron_ids: list[str], prev_ids: list[str], prev_defs: list[str | None], now: int
+) -> None:
+    keys = client.keys
+    stale = [i for i in prev_ids if i not in set(cron_ids)]
+    if stale:
+        pipe.hdel(keys.cron_def(), *stale)
+        pipe.zrem(keys.cron_next(), *stale)
+    for cron_id, trigger, prev_def in zip(cron_ids, wf.cron, prev_defs):
+        definition = cron_def_json(
+            cron_id, wf.name, wf.queue, trigger.expression, trigger.timezone, codec.dumps(trigger.run_input)
+        )
+        pipe.hset(keys.cron_def(), cron_id, definition)
+        next_at = cron.next_fire_ms(trigger.expression, trigger.timezone, now)
+        # An unchanged trigger keeps its schedule (restarts must not reset it).
+        pipe.zadd(keys.cron_next(), {cron_id: next_at}, nx=prev_def == definition)
+
+
+def _sync_events(client: RedflowClient, pipe: Pipeline, wf: Workflow, event_ids: list[str], prev_ids: list[str]) -> None:
+    keys, redis = client.keys, client.redis
+    stale = [i for i in prev_ids if i not in set(event_ids)]
+    if stale:
+        for raw in redis.hmget(keys.event_def(), stale):
+            if raw:
+                try:
+                    pipe.srem(keys.event_index(EventDef.from_json(raw).event), *stale)
+                except RedflowError:
+                    pass  # a corrupt stale definition: deleting it below is all that is left to do
+        pipe.hdel(keys.event_def(), *stale)
+    for event_id, event in zip(event_ids, wf.events):
+        pipe.hset(keys.event_def(), event_id, event_def_json(event_id, event, wf.name, wf.queue))
+        pipe.sadd(keys.event_index(event), event_id)

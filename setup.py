@@ -1,0 +1,32 @@
+"""redflow-gevent: durable Redis-backed workflows with a gevent worker."""
+
+from pathlib import Path
+
+from setuptools import find_packages, setup
+
+setup(
+    name="redflow-gevent",
+    version="0.1.0",
+    description="Durable Redis-backed workflow engine for Python with a gevent worker",
+    long_description=Path(__file__).with_name("README.md").read_text(encoding="utf-8"),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.11",
+    packages=find_packages(include=["redflow", "redflow.*"]),
+    include_package_data=True,
+    install_requires=[
+        "gevent>=23.9",
+        "redis>=5",
+        "hiredis>=2",
+        "croniter>=2",
+        "orjson>=3.9",
+    ],
+    extras_require={
+        "test": ["pytest>=8", "pytest-benchmark>=4"],
+        "metrics": ["prometheus_client>=0.17"],
+    },
+    entry_points={"console_scripts": ["redflow-gevent=redflow.cli:main"]},
+    classifiers=[
+        "Programming Language :: Python :: 3.11",
+        "Topic :: System :: Distributed Computing",
+    ],
+)
