@@ -429,6 +429,10 @@ def get_default_client() -> RedflowClient:
     return _default_client
 
 
-def set_default_client(client: RedflowClient | None) -> None:
+def set_default_client(client: RedflowClient | None, *, only_if_unset: bool = False) -> bool:
+    """Set the client ``Workflow.run`` uses by default; returns whether it was set."""
     global _default_client
+    if only_if_unset and _default_client is not None:
+        return False
     _default_client = client
+    return True

@@ -13,7 +13,7 @@ from datetime import datetime, timezone as dt_timezone
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
+from croniter import CroniterError, croniter
 
 from . import codec
 from .errors import RedflowError
@@ -47,8 +47,11 @@ def validate(expression: str, timezone: str | None = None) -> None:
 def next_fire_ms(expression: str, timezone: str | None, after_ms: int) -> int:
     """The first fire time strictly after ``after_ms``, in epoch ms."""
     start = datetime.fromtimestamp(after_ms / 1000.0, _zone(timezone))
-    it = croniter(expression, start, second_at_beginning=_seconds_first(expression))
-    return int(round(it.get_next(float) * 1000))
+    try:
+        it = croniter(expression, start, second_at_beginning=_seconds_first(expression))
+        return int(round(it.get_next(float) * 1000))
+    except (CroniterError, ValueError, TypeError, KeyError) as exc:  # stored definitions may be anything
+        raise RedflowError(f"invalid cron expression {expression!r}: {exc}") from exc
 
 
 def _digest(obj: dict[str, Any]) -> str:

@@ -209,6 +209,17 @@ def event_def_json(event_id: str, event: str, workflow: str, queue: str) -> str:
     return codec.dumps({"id": event_id, "event": event, "workflow": workflow, "queue": queue})
 
 
+def _definition(raw: str, what: str, required: tuple[str, ...]) -> dict[str, Any]:
+    """A stored trigger definition: a JSON object with ``required`` string fields."""
+    record = codec.loads(raw, what=what)
+    if not isinstance(record, dict):
+        raise CorruptDataError(f"{what} is not a JSON object: {raw[:80]!r}")
+    missing = [name for name in required if not isinstance(record.get(name), str) or not record[name]]
+    if missing:
+        raise CorruptDataError(f"{what} lacks {', '.join(missing)}: {raw[:80]!r}")
+    return record
+
+
 @dataclass(frozen=True, slots=True)
 class CronDef:
     """A stored cron definition (``P:cron:def`` value)."""
@@ -222,18 +233,15 @@ class CronDef:
 
     @classmethod
     def from_json(cls, raw: str) -> CronDef:
-        record = codec.loads(raw, what="cron definition")
-        try:
-            return cls(
-                id=str(record["id"]),
-                workflow=str(record["workflow"]),
-                queue=str(record.get("queue") or "default"),
-                expression=str(record["expression"]),
-                timezone=record.get("timezone") or None,
-                input_json=str(record.get("inputJson") or "null"),
-            )
-        except (KeyError, TypeError, AttributeError) as exc:
-            raise CorruptDataError(f"cron definition lacks {exc}: {raw[:80]!r}") from None
+        record = _definition(raw, "cron definition", ("id", "workflow", "expression"))
+        return cls(
+            id=record["id"],
+            workflow=record["workflow"],
+            queue=str(record.get("queue") or "default"),
+            expression=record["expression"],
+            timezone=record.get("timezone") or None,
+            input_json=str(record.get("inputJson") or "null"),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,13 +255,5 @@ class EventDef:
 
     @classmethod
     def from_json(cls, raw: str) -> EventDef:
-        record = codec.loads(raw, what="event definition")
-        try:
-            return cls(
-                id=str(record["id"]),
-                event=str(record["event"]),
-                workflow=str(record["workflow"]),
-                queue=str(record.get("queue") or "default"),
-            )
-        except (KeyError, TypeError, AttributeError) as exc:
-            raise CorruptDataError(f"event definition lacks {exc}: {raw[:80]!r}") from None
+        record = _definition(raw, "event definition", ("id", "event", "workflow"))
+        return cls(id=record["id"], event=record["event"], workflow=record["workflow"], queue=str(record.get("queue") or "default"))

@@ -423,13 +423,12 @@ class Scripts:
 
     def save_step(
         self, *, run_id: str, token: str, name: str, step_json: str, marker_started_at: int | None = None, conn: Any = None
-    ) -> tuple[str, str]:
-        """Returns ``("saved" | "kept" | "stale", cancelRequestedAt)``."""
+    ) -> Any:
+        """Returns ``["saved" | "kept" | "stale", cancelRequestedAt]`` (on a pipeline: the pipeline)."""
         k = self.keys
         keys = [k.run_steps(run_id), k.run_lease(run_id), k.run(run_id)]
         marker = "" if marker_started_at is None else str(marker_started_at)
-        state, cancel_at = self._call(self._save_step, keys, [token, name, step_json, marker], conn)
-        return state, cancel_at
+        return self._call(self._save_step, keys, [token, name, step_json, marker], conn)
 
     def reap_run(self, *, run_id: str, queue: str, conn: Any = None) -> bool:
         k = self.keys

@@ -14,7 +14,7 @@ from typing import Iterator  # noqa: E402
 import pytest  # noqa: E402
 import redis  # noqa: E402
 
-from redflow import Registry, create_client  # noqa: E402
+from redflow import Registry, create_client, start_worker  # noqa: E402
 from redflow.testing import RedisServer  # noqa: E402
 
 
@@ -69,3 +69,31 @@ def redis_servers() -> Iterator[list[RedisServer]]:
     yield servers
     for server in servers:
         server.cleanup()
+
+
+@pytest.fixture
+def start(redis_url: str, prefix: str, registry: Registry):
+    """Start in-process workers on the test's prefix (fast lease and reaper); all stopped at teardown."""
+    workers = []
+
+    def _start(reg: Registry | None = None, **options):
+        options.setdefault("lease_ms", 1000)
+        options.setdefault("reaper_interval_ms", 100)
+        options.setdefault("blmove_timeout", 0.2)
+        worker = start_worker(reg if reg is not None else registry, url=options.pop("url", redis_url), prefix=prefix, **options)
+        workers.append(worker)
+        return worker
+
+    yield _start
+    for worker in workers:
+        worker.stop(timeout=5)
+
+
+@pytest.fixture
+def cli_client(redis_url: str, prefix: str):
+    """A client knowing the workflows of tests/apps/cli_app.py (run by worker subprocesses)."""
+    from tests.apps.cli_app import registry as app_registry
+
+    c = create_client(redis_url, prefix=prefix, registry=app_registry)
+    yield c
+    c.close()

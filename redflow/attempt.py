@@ -1,0 +1,318 @@
+"""One claimed run, from lease to finalize.
+
+``Attempt.execute`` is the seed's ``processRun``: start (lease, load,
+queued -> running, attempt + 1, step cache: one script), run the handler in
+its own greenlet, decide one small outcome, and settle it (finalize or
+schedule a retry, leave processing, release the lease: one script).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Union
+
+import gevent
+from gevent.event import Event
+
+from . import clock, codec
+from .context import CancelSignal, OnFailureContext, RunInfo, WorkflowContext
+from .errors import (
+    CanceledError,
+    OutputSerializationError,
+    RedflowError,
+    SerializationError,
+    UnknownWorkflowError,
+    error_to_json,
+)
+from .models import RunField, int_field, max_attempts_of
+from .retry import compute_retry_delay_ms, is_retryable
+from .step import RunningStep, StepApi, load_step_cache
+
+if TYPE_CHECKING:
+    from .client import RedflowClient
+    from .connection import SlotConnection
+    from .keys import Keys
+    from .lease import LeaseKeeper
+    from .registry import Registry, Workflow
+    from .scripts import Scripts
+
+log = logging.getLogger(__name__)
+
+#: How long an interrupted handler greenlet gets to unwind before the
+#: attempt settles without it (a handler that swallows BaseException).
+INTERRUPT_GRACE_S = 2.0
+
+CANCELED = "canceled"
+LEASE_LOST = "lease_lost"
+WORKER_STOPPED = "worker_stopped"
+
+
+class _Interrupt(BaseException):
+    """Thrown into a handler greenlet to stop it. Not an ``Exception``, so
+    that a handler's ``except Exception:`` cannot swallow it."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+# -- outcomes: what one attempt ended in -----------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Succeeded:
+    output_json: str
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    error: BaseException
+
+
+@dataclass(frozen=True, slots=True)
+class Retrying:
+    error: BaseException
+    retry_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class Canceled:
+    error: BaseException
+
+
+@dataclass(frozen=True, slots=True)
+class Abandoned:
+    """Left for another worker: the lease was lost or the worker is stopping."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """Nothing to run: another worker holds it, or it is gone / finished / scheduled."""
+
+    reason: str
+
+
+Outcome = Union[Succeeded, Failed, Retrying, Canceled, Abandoned, Skipped]
+
+
+@dataclass
+class Runtime:
+    """What every attempt of one worker shares."""
+
+    client: RedflowClient
+    scripts: Scripts
+    keys: Keys
+    registry: Registry
+    queues: frozenset[str]
+    lease_ms: int
+    keeper: LeaseKeeper
+    spawn_attempt: Callable[[Attempt], gevent.Greenlet]
+    wake_promoter: Callable[[int], None]
+    observe: Callable[[Attempt, Outcome], None] = field(default=lambda attempt, outcome: None)
+
+
+def _pairs(flat: list[Any]) -> dict[str, str]:
+    return dict(zip(flat[::2], flat[1::2]))
+
+
+def _error_json(err: BaseException) -> str:
+    try:
+        return codec.dumps(error_to_json(err))
+    except SerializationError:  # an exception whose message is not text
+        return codec.dumps({"name": type(err).__name__, "message": repr(err), "kind": "error"})
+
+
+class Attempt:
+    """One execution attempt of one run, on one slot's connection."""
+
+    def __init__(self, rt: Runtime, conn: SlotConnection, queue: str, run_id: str) -> None:
+        self.rt = rt
+        self.conn = conn
+        self.queue = queue
+        self.run_id = run_id
+        self.client = rt.client
+        self.token = f"lease_{uuid.uuid4()}"
+        self.info = RunInfo(run_id, "", queue, 0, 1)
+        self.signal = CancelSignal()
+        self.interrupted: str | None = None
+        self.running_steps: dict[str, RunningStep] = {}
+        self.handler_greenlet: gevent.Greenlet | None = None
+        self._handler_running = False
+        self._handler_done = Event()
+        # maintained by the lease keeper
+        self.tracked_at_ms = 0.0
+        self.renewed_at_ms = 0.0
+        self.renew_failures = 0
+
+    def __repr__(self) -> str:
+        return f"Attempt({self.run_id}, {self.info.workflow!r}, attempt={self.info.attempt})"
+
+    # -- the flow -----------------------------------------------------------
+    def execute(self) -> Outcome:
+        rt = self.rt
+        reply = rt.scripts.start_run(
+            run_id=self.run_id, queue=self.queue, token=self.token, lease_ms=rt.lease_ms, now=clock.now_ms(), conn=self.conn
+        )
+        kind = reply[0]
+        if kind in ("busy", "missing", "skip"):
+            return self._finish(Skipped(kind if kind != "skip" else f"status {reply[1]}"))
+        if kind == "cancel":
+            return self._finish(self.settle(Canceled(CanceledError())))
+        fields, raw_steps = _pairs(reply[1]), _pairs(reply[2])
+        prepared = self._prepare(fields)
+        if not isinstance(prepared, tuple):
+            return self._finish(self.settle(prepared))
+        workflow, input_value = prepared
+        cache, max_seq = load_step_cache(raw_steps)
+        rt.keeper.track(self)
+        try:
+            outcome = self._run_handler(workflow, input_value, StepApi(self, cache, max_seq))
+        finally:
+            rt.keeper.untrack(self)
+        return self._finish(self.settle(outcome))
+
+    def _finish(self, outcome: Outcome) -> Outcome:
+        self.rt.observe(self, outcome)
+        return outcome
+
+    def _prepare(self, fields: dict[str, str]) -> tuple[Workflow, Any] | Outcome:
+        """Who runs and with what input; a Failed outcome when that cannot be known."""
+        what = f"run {self.run_id}"
+        name = fields.get(RunField.WORKFLOW, "")
+        try:
+            attempt = max(1, int_field(fields, RunField.ATTEMPT, what=what, default=1) or 1)
+            self.info = RunInfo(self.run_id, name, self.queue, attempt, max_attempts_of(fields, what=what))
+        except RedflowError as exc:
+            return Failed(exc)
+        workflow = self.rt.registry.get(name) if name else None
+        if workflow is None:
+            return Failed(UnknownWorkflowError(name))
+        try:
+            raw = fields.get(RunField.INPUT_JSON)
+            input_value = workflow.validate(codec.loads(raw if raw not in (None, "") else "null", what=f"{what} inputJson"))
+        except Exception as exc:  # corrupt JSON or a schema's rejection: deterministic, so no retry
+            self._on_failure(workflow, exc, None)
+            return Failed(exc)
+        return workflow, input_value
+
+    def _run_handler(self, workflow: Workflow, input_value: Any, steps: StepApi) -> Outcome:
+        ctx = WorkflowContext(input=input_value, run=self.info, step=steps, signal=self.signal, client=self.client)
+        glet = gevent.spawn(self._invoke, workflow.handler, ctx)
+        glet.name = f"redflow-run-{self.run_id}"
+        glet.link(lambda _: self._handler_done.set())
+        self.handler_greenlet = glet
+        self._handler_done.wait()
+        result = glet.value if glet.successful() and glet.value is not None else ("interrupted", self.interrupted)
+        return self._decide(workflow, input_value, result)
+
+    def _invoke(self, handler: Callable[[WorkflowContext], Any], ctx: WorkflowContext) -> tuple[str, Any]:
+        # Every BaseException is caught here: gevent would otherwise re-raise
+        # SystemExit / KeyboardInterrupt in the main greenlet and kill the worker.
+        self._handler_running = True
+        try:
+            self.raise_if_interrupted()  # interrupted between spawn and start
+            return "ok", handler(ctx)
+        except _Interrupt as exc:
+            return "interrupted", exc.reason
+        except BaseException as exc:  # noqa: BLE001 - a handler's failure, recorded by _decide
+            return "error", exc
+
+    def _decide(self, workflow: Workflow, input_value: Any, result: tuple[str, Any]) -> Outcome:
+        kind, value = result
+        if self.interrupted in (LEASE_LOST, WORKER_STOPPED):
+            return Abandoned(self.interrupted)
+        if self.interrupted == CANCELED or (kind == "error" and isinstance(value, CanceledError)):
+            return Canceled(value if isinstance(value, CanceledError) else CanceledError())
+        if kind == "error":
+            if is_retryable(value) and self.info.attempt < self.info.max_attempts:
+                return Retrying(value, clock.now_ms() + compute_retry_delay_ms(self.info.attempt))
+            self._on_failure(workflow, value, input_value)
+            return Failed(value)
+        try:
+            return Succeeded(codec.dumps(value))
+        except SerializationError as exc:
+            error = OutputSerializationError(f"Workflow output is not JSON-serializable: {exc}")
+            self._on_failure(workflow, error, input_value)
+            return Failed(error)
+
+    def _on_failure(self, workflow: Workflow, error: BaseException, input_value: Any) -> None:
+        if workflow.on_failure is None:
+            return
+        try:
+            workflow.on_failure(OnFailureContext(error=error, input=input_value, run=self.info))
+        except Exception:  # on_failure must never break finalization (as in the seed)
+            log.exception("on_failure of %s raised; ignored", workflow.name, extra={"run_id": self.run_id})
+
+    # -- settling ------------------------------------------------------------
+    def settle(self, outcome: Outcome) -> Outcome:
+        """Write the outcome: one script call (or a best-effort unlock when abandoned)."""
+        scripts, now = self.rt.scripts, clock.now_ms()
+        match outcome:
+            case Succeeded(output_json):
+                args = {"status": "succeeded", "output_json": output_json}
+            case Failed(error):
+                args = {"status": "failed", "error_json": _error_json(error)}
+            case Canceled(error):
+                args = {"status": "canceled", "error_json": _error_json(error)}
+            case Retrying(error, retry_at):
+                args = {"status": "scheduled", "error_json": _error_json(error), "retry_at": retry_at}
+            case Abandoned():
+                self._release_lease()
+                return outcome
+            case _:
+                return outcome
+        final = scripts.settle_run(run_id=self.run_id, queue=self.queue, now=now, token=self.token, conn=self.conn, **args)
+        if final == "stale":
+            log.warning("run %s: another worker owns it now; not finalizing", self.run_id, extra={"run_id": self.run_id})
+            return Abandoned(LEASE_LOST)
+        if final == "scheduled":
+            self.rt.wake_promoter(args["retry_at"])
+        elif final == "canceled" and not isinstance(outcome, Canceled):
+            return Canceled(CanceledError())
+        return outcome
+
+    def _release_lease(self) -> None:
+        try:
+            self.rt.scripts.unlock(lease_key=self.rt.keys.run_lease(self.run_id), token=self.token, conn=self.conn)
+        except Exception as exc:  # the lease expires by itself; unlocking only speeds recovery up
+            log.info("run %s: could not release its lease (%s)", self.run_id, exc)
+
+    # -- interruption --------------------------------------------------------
+    def interrupt(self, reason: str) -> None:
+        """Stop the handler (canceled, lease lost, worker stopping): set the
+        signal and throw an interrupt into the handler greenlet."""
+        if self.interrupted is None:
+            self.interrupted = reason
+            self.signal.set(reason)
+            gevent.spawn_later(INTERRUPT_GRACE_S, self._handler_done.set)
+        glet = self.handler_greenlet
+        if glet is not None and self._handler_running and not glet.dead and glet is not gevent.getcurrent():
+            glet.kill(_Interrupt(self.interrupted), block=False)
+
+    def raise_if_interrupted(self) -> None:
+        if self.interrupted is not None:
+            raise _Interrupt(self.interrupted)
+
+    def save_step(self, name: str, step_json: str) -> None:
+        """Record a step, fenced by the lease; a pending cancel stops the run here."""
+        state, cancel_at = self.rt.scripts.save_step(run_id=self.run_id, token=self.token, name=name, step_json=step_json, conn=self.conn)
+        if state == "stale":
+            self.interrupt(LEASE_LOST)
+        elif cancel_at:
+            self.interrupt(CANCELED)
+        self.raise_if_interrupted()
+
+    # -- child runs ------------------------------------------------------------
+    def run_child_inline(self, queue: str, child_id: str) -> bool:
+        """Run a still-queued child here when this worker serves its queue (the
+        seed's inline assist). The child runs in its own greenlet, so that an
+        interrupt of this run does not cut the child's attempt short."""
+        rt = self.rt
+        if queue not in rt.queues or not rt.scripts.claim_queued_run_for_inline(run_id=child_id, queue=queue, conn=self.conn):
+            return False
+        rt.spawn_attempt(Attempt(rt, self.conn, queue, child_id)).join()
+        return True

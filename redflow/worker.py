@@ -1,0 +1,312 @@
+"""The gevent worker: lifecycle, consumer slots and the claim.
+
+Each slot is a greenlet with its own Redis connection that loops: claim a
+run (a non-blocking LMOVE probe over all queues in round-robin order, then
+a BLMOVE on one rotating queue), execute one attempt, settle it. Beside the
+slots run the lease keeper, the promoter, the reaper and the cron scheduler.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import gevent
+from gevent import monkey
+from gevent.event import Event
+from redis.exceptions import RedisError
+
+from .attempt import (
+    INTERRUPT_GRACE_S,
+    WORKER_STOPPED,
+    Abandoned,
+    Attempt,
+    Canceled,
+    Failed,
+    Outcome,
+    Retrying,
+    Runtime,
+    Skipped,
+    Succeeded,
+)
+from .client import RedflowClient, create_client, set_default_client
+from .connection import SlotConnection, create_redis, resolve_prefix
+from .errors import RedflowError
+from .lease import LeaseKeeper
+from .loops import BACKOFF_MAX_S, CronScheduler, Loop, Promoter, Reaper
+from .registry import Registry, get_default_registry
+
+log = logging.getLogger(__name__)
+
+SLOT_BACKOFF_MIN_S = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerOptions:
+    """Every tuning knob of a worker, in one place."""
+
+    queues: tuple[str, ...] = ()  # empty: the queues of the registry's workflows
+    concurrency: int = 1
+    lease_ms: int = 5000
+    blmove_timeout_s: float = 1.0
+    reaper_interval_ms: int = 500
+    cancel_poll_ms: int = 100
+    cron: bool = True
+
+    def __post_init__(self) -> None:
+        if self.concurrency < 1:
+            raise RedflowError("concurrency must be >= 1")
+        if self.lease_ms < 100:
+            raise RedflowError("lease_ms must be >= 100")
+        if self.blmove_timeout_s <= 0:
+            raise RedflowError("blmove_timeout must be > 0")
+
+
+class Worker:
+    """A running worker; see :func:`start_worker`."""
+
+    def __init__(self, *, client: RedflowClient, registry: Registry, options: WorkerOptions, owns_client: bool = False) -> None:
+        self.client = client
+        self.registry = registry
+        self.options = options
+        self.queues = list(options.queues) or registry.queues()
+        self._owns_client = owns_client
+        self._stopping = Event()
+        self._loops_stop = Event()
+        self._stopped = Event()
+        self._drained = Event()
+        self._started = False
+        self._is_default_client = False
+        self._slots: list[gevent.Greenlet] = []
+        self._slot_conns: list[SlotConnection] = []
+        self._claiming: list[bool] = []
+        self._cursors: list[int] = []
+        self._inflight: set[Attempt] = set()
+        self._loops: list[Loop] = []
+        self.stats: dict[str, int] = dict.fromkeys(("succeeded", "failed", "retried", "canceled", "abandoned", "skipped"), 0)
+        self.keeper = LeaseKeeper(client.redis, client.scripts, lease_ms=options.lease_ms, tick_ms=options.cancel_poll_ms)
+        self.promoter = Promoter(client, self.queues)
+        self.reaper = Reaper(client, self.queues, options.reaper_interval_ms)
+        self.cron = CronScheduler(client)
+        self.runtime = Runtime(
+            client=client,
+            scripts=client.scripts,
+            keys=client.keys,
+            registry=registry,
+            queues=frozenset(self.queues),
+            lease_ms=options.lease_ms,
+            keeper=self.keeper,
+            spawn_attempt=lambda attempt: gevent.spawn(self._run_attempt, attempt),
+            wake_promoter=self.promoter.wake_for,
+            observe=self._observe,
+        )
+
+    def __repr__(self) -> str:
+        return f"Worker(queues={self.queues}, concurrency={self.options.concurrency}, in_flight={self.in_flight})"
+
+    def __enter__(self) -> Worker:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._inflight)
+
+    @property
+    def running(self) -> bool:
+        return self._started and not self._stopped.is_set()
+
+    # -- lifecycle ------------------------------------------------------------
+    def start(self) -> Worker:
+        if self._started:
+            return self
+        self.client.sync_registry(self.registry)
+        if not self.queues:
+            log.warning("worker has no queues: its registry defines no workflows")
+        self._started = True
+        # Workflow.run() without a client, inside handlers, talks to this worker's Redis.
+        self._is_default_client = set_default_client(self.client, only_if_unset=True)
+        self.keeper.start()
+        self.promoter.loop = Loop("promoter", self.promoter.step, self._loops_stop).start()
+        self._loops = [self.promoter.loop, Loop("reaper", self.reaper.step, self._loops_stop).start()]
+        if self.options.cron:
+            self._loops.append(Loop("cron", self.cron.step, self._loops_stop).start())
+        for index in range(self.options.concurrency):
+            self._claiming.append(False)
+            self._cursors.append(index % max(1, len(self.queues)))
+            slot = gevent.spawn(self._slot, index)
+            slot.name = f"redflow-slot-{index}"
+            self._slots.append(slot)
+        log.info("worker started: queues=%s concurrency=%d prefix=%s", self.queues, self.options.concurrency, self.client.prefix)
+        return self
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop claiming, wait up to ``timeout`` s for runs in flight, then leave
+        the rest unfinalized (their leases are released, so another worker
+        resumes them, replaying finished steps)."""
+        if not self._started or self._stopped.is_set():
+            return
+        self._stopping.set()
+        for index, slot in enumerate(self._slots):
+            if self._claiming[index]:
+                slot.kill(block=False)  # blocked in BLMOVE: nothing of a run is lost
+        if self._inflight:
+            self._drained.clear()
+            self._drained.wait(timeout)
+        leftover = list(self._inflight)
+        if leftover:
+            log.warning("stop: %d run(s) still going after %.1fs; leaving them to another worker", len(leftover), timeout)
+            for attempt in leftover:
+                attempt.interrupt(WORKER_STOPPED)
+        gevent.joinall(self._slots, timeout=INTERRUPT_GRACE_S + 1)
+        gevent.killall([s for s in self._slots if not s.dead], block=True, timeout=1)
+        self._loops_stop.set()
+        for loop in self._loops:
+            loop.wake()
+        gevent.joinall([loop.greenlet for loop in self._loops if loop.greenlet is not None], timeout=2)
+        self.cron.resign()
+        self.keeper.stop()
+        for conn in self._slot_conns:
+            conn.close()
+        if self._is_default_client:
+            set_default_client(None)
+        if self._owns_client:
+            self.client.close()
+        self._stopped.set()
+        log.info("worker stopped: %s", self.stats)
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Block until the worker has stopped; returns whether it has."""
+        return self._stopped.wait(timeout)
+
+    # -- slots ----------------------------------------------------------------
+    def _slot(self, index: int) -> None:
+        conn = SlotConnection(self.client.redis)
+        self._slot_conns.append(conn)
+        backoff = SLOT_BACKOFF_MIN_S
+        while not self._stopping.is_set():
+            try:
+                claim = self._claim(conn, index)
+                if claim is not None:
+                    self._run_attempt(Attempt(self.runtime, conn, *claim))
+                backoff = SLOT_BACKOFF_MIN_S
+            except RedisError as exc:
+                log.warning("slot %d: Redis error (%s); retrying in %.2fs", index, exc, backoff)
+                self._stopping.wait(backoff)
+                backoff = min(backoff * 2, BACKOFF_MAX_S)
+            except Exception:  # defensive: one bad run must never stop the slot
+                log.exception("slot %d: unexpected error", index)
+                self._stopping.wait(backoff)
+                backoff = min(backoff * 2, BACKOFF_MAX_S)
+
+    def _claim(self, conn: SlotConnection, index: int) -> tuple[str, str] | None:
+        """ready -> processing; ``(queue, run id)`` or ``None`` after the blocking timeout."""
+        queues = self.queues
+        if not queues:
+            self._stopping.wait(self.options.blmove_timeout_s)
+            return None
+        keys = self.client.keys
+        count = len(queues)
+        start = self._cursors[index]
+        if count > 1:  # probe every queue first, so busy queues don't wait behind empty ones
+            for offset in range(count):
+                queue = queues[(start + offset) % count]
+                run_id = conn.execute("LMOVE", keys.queue_ready(queue), keys.queue_processing(queue), "RIGHT", "LEFT")
+                if run_id:
+                    self._cursors[index] = (start + offset + 1) % count
+                    return queue, run_id
+                if self._stopping.is_set():
+                    return None
+        queue = queues[start % count]
+        self._cursors[index] = (start + 1) % count
+        self._claiming[index] = True
+        try:
+            run_id = conn.execute(
+                "BLMOVE", keys.queue_ready(queue), keys.queue_processing(queue), "RIGHT", "LEFT", self.options.blmove_timeout_s
+            )
+        finally:
+            self._claiming[index] = False
+        return (queue, run_id) if run_id else None
+
+    def _run_attempt(self, attempt: Attempt) -> Outcome:
+        self._inflight.add(attempt)
+        try:
+            return attempt.execute()
+        finally:
+            self._inflight.discard(attempt)
+            if not self._inflight:
+                self._drained.set()
+
+    def _observe(self, attempt: Attempt, outcome: Outcome) -> None:
+        extra = {"run_id": attempt.run_id, "workflow": attempt.info.workflow, "attempt": attempt.info.attempt}
+        match outcome:
+            case Succeeded():
+                self.stats["succeeded"] += 1
+                log.debug("run %s succeeded", attempt.run_id, extra=extra)
+            case Failed(error):
+                self.stats["failed"] += 1
+                log.warning("run %s failed: %s: %s", attempt.run_id, type(error).__name__, error, extra=extra)
+            case Retrying(error, retry_at):
+                self.stats["retried"] += 1
+                log.info("run %s attempt %d failed (%s); retry at %d", attempt.run_id, attempt.info.attempt, error, retry_at, extra=extra)
+            case Canceled():
+                self.stats["canceled"] += 1
+                log.info("run %s canceled", attempt.run_id, extra=extra)
+            case Abandoned(reason):
+                self.stats["abandoned"] += 1
+                log.warning("run %s left to another worker (%s)", attempt.run_id, reason, extra=extra)
+            case Skipped(reason):
+                self.stats["skipped"] += 1
+                log.debug("run %s skipped (%s)", attempt.run_id, reason, extra=extra)
+
+
+def _require_gevent_patching() -> None:
+    if not monkey.is_module_patched("socket"):
+        raise RedflowError(
+            "start_worker needs gevent monkey patching: call gevent.monkey.patch_all() first thing "
+            "(the redflow-gevent command does)"
+        )
+
+
+def start_worker(
+    registry: Registry | None = None,
+    url: str | None = None,
+    redis: Any = None,
+    prefix: str | None = None,
+    queues: list[str] | tuple[str, ...] | None = None,
+    concurrency: int = 1,
+    lease_ms: int = 5000,
+    blmove_timeout: float = 1.0,
+    reaper_interval_ms: int = 500,
+    *,
+    cancel_poll_ms: int = 100,
+    cron: bool = True,
+) -> Worker:
+    """Start a worker for ``registry`` (default: the default registry) and return it."""
+    _require_gevent_patching()
+    registry = registry if registry is not None else get_default_registry()
+    options = WorkerOptions(
+        queues=tuple(queues or ()),
+        concurrency=concurrency,
+        lease_ms=lease_ms,
+        blmove_timeout_s=blmove_timeout,
+        reaper_interval_ms=reaper_interval_ms,
+        cancel_poll_ms=cancel_poll_ms,
+        cron=cron,
+    )
+    if redis is not None:
+        client, owned = create_client(redis=redis, prefix=prefix, registry=registry), False
+    else:
+        # Waits for child results and step I/O take pool connections besides the slots' own.
+        pool_size = max(100, 2 * concurrency + 16)
+        base = create_redis(url, max_connections=pool_size)
+        client, owned = RedflowClient(base, prefix=resolve_prefix(prefix), registry=registry, owns_redis=True), True
+    try:
+        return Worker(client=client, registry=registry, options=options, owns_client=owned).start()
+    except BaseException:
+        if owned:
+            client.close()
+        raise

@@ -1,0 +1,74 @@
+"""Small helpers shared by the tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import gevent
+
+ROOT = Path(__file__).resolve().parent.parent
+CLI = str(Path(sys.executable).with_name("redflow-gevent"))
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 5.0, interval: float = 0.01, message: str = "") -> Any:
+    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {message or predicate}")
+        gevent.sleep(interval)
+
+
+class WorkerProcess:
+    """``redflow-gevent worker`` as a subprocess; its output goes to a file so a
+    chatty worker can never block on a full pipe."""
+
+    def __init__(self, redis_url: str, prefix: str, *extra: str, concurrency: int = 4, app: str = "tests.apps.cli_app:registry",
+                 lease_ms: int = 1000) -> None:  # fmt: skip
+        env = dict(os.environ, REDIS_URL=redis_url, PYTHONPATH=str(ROOT))
+        cmd = [CLI, "worker", "-A", app, "-c", str(concurrency), "--prefix", prefix, "--lease-ms", str(lease_ms), *extra]
+        self.log = tempfile.NamedTemporaryFile(prefix="redflow-worker-", suffix=".log", delete=False)
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT)
+
+    def output(self) -> str:
+        return Path(self.log.name).read_text(errors="replace")
+
+    def signal(self, signum: int) -> None:
+        self.proc.send_signal(signum)
+
+    def wait(self, timeout: float) -> int:
+        return self.proc.wait(timeout=timeout)
+
+    def stop(self, timeout: float = 30) -> int:
+        """SIGTERM and wait; SIGKILL if it does not exit in time."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def __enter__(self) -> "WorkerProcess":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+        self.log.close()
+        os.unlink(self.log.name)
