@@ -11,13 +11,15 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Union
+import time
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Union
 
 import gevent
 from gevent.event import Event
 
 from . import clock, codec
 from .context import CancelSignal, OnFailureContext, RunInfo, WorkflowContext
+from .hooks import AttemptReport, Observers
 from .errors import (
     CanceledError,
     OutputSerializationError,
@@ -63,22 +65,26 @@ class _Interrupt(BaseException):
 
 @dataclass(frozen=True, slots=True)
 class Succeeded:
+    kind: ClassVar[str] = "succeeded"
     output_json: str
 
 
 @dataclass(frozen=True, slots=True)
 class Failed:
+    kind: ClassVar[str] = "failed"
     error: BaseException
 
 
 @dataclass(frozen=True, slots=True)
 class Retrying:
+    kind: ClassVar[str] = "retried"
     error: BaseException
     retry_at: int
 
 
 @dataclass(frozen=True, slots=True)
 class Canceled:
+    kind: ClassVar[str] = "canceled"
     error: BaseException
 
 
@@ -86,6 +92,7 @@ class Canceled:
 class Abandoned:
     """Left for another worker: the lease was lost or the worker is stopping."""
 
+    kind: ClassVar[str] = "abandoned"
     reason: str
 
 
@@ -93,6 +100,7 @@ class Abandoned:
 class Skipped:
     """Nothing to run: another worker holds it, or it is gone / finished / scheduled."""
 
+    kind: ClassVar[str] = "skipped"
     reason: str
 
 
@@ -113,6 +121,7 @@ class Runtime:
     spawn_attempt: Callable[[Attempt], gevent.Greenlet]
     wake_promoter: Callable[[int], None]
     observe: Callable[[Attempt, Outcome], None] = field(default=lambda attempt, outcome: None)
+    observers: Observers = field(default_factory=Observers)
 
 
 def _pairs(flat: list[Any]) -> dict[str, str]:
@@ -129,8 +138,11 @@ def _error_json(err: BaseException) -> str:
 class Attempt:
     """One execution attempt of one run, on one slot's connection."""
 
-    def __init__(self, rt: Runtime, conn: SlotConnection, queue: str, run_id: str) -> None:
+    def __init__(self, rt: Runtime, conn: SlotConnection, queue: str, run_id: str, claimed_at: float | None = None) -> None:
         self.rt = rt
+        self.claimed_at = claimed_at if claimed_at is not None else time.time()
+        self.started_at = 0.0
+        self.created_at_ms: int | None = None
         self.conn = conn
         self.queue = queue
         self.run_id = run_id
@@ -162,6 +174,7 @@ class Attempt:
             return self._finish(Skipped(kind if kind != "skip" else f"status {reply[1]}"))
         if kind == "cancel":
             return self._finish(self.settle(Canceled(CanceledError())))
+        self.started_at = time.time()
         fields, raw_steps = _pairs(reply[1]), _pairs(reply[2])
         prepared = self._prepare(fields)
         if not isinstance(prepared, tuple):
@@ -176,7 +189,23 @@ class Attempt:
         return self._finish(self.settle(outcome))
 
     def _finish(self, outcome: Outcome) -> Outcome:
-        self.rt.observe(self, outcome)
+        rt = self.rt
+        rt.observe(self, outcome)
+        if rt.observers.active:
+            info = self.info
+            rt.observers.on_attempt(
+                AttemptReport(
+                    run_id=self.run_id,
+                    workflow=info.workflow,
+                    queue=self.queue,
+                    attempt=info.attempt,
+                    outcome=outcome.kind,
+                    claimed_at=self.claimed_at,
+                    started_at=self.started_at or self.claimed_at,
+                    finished_at=time.time(),
+                    created_at_ms=self.created_at_ms,
+                )
+            )
         return outcome
 
     def _prepare(self, fields: dict[str, str]) -> tuple[Workflow, Any] | Outcome:
@@ -184,6 +213,7 @@ class Attempt:
         what = f"run {self.run_id}"
         name = fields.get(RunField.WORKFLOW, "")
         try:
+            self.created_at_ms = int_field(fields, RunField.CREATED_AT, what=what)
             attempt = max(1, int_field(fields, RunField.ATTEMPT, what=what, default=1) or 1)
             self.info = RunInfo(self.run_id, name, self.queue, attempt, max_attempts_of(fields, what=what))
         except RedflowError as exc:
@@ -305,6 +335,11 @@ class Attempt:
         elif cancel_at:
             self.interrupt(CANCELED)
         self.raise_if_interrupted()
+
+    def step_observed(self, name: str, status: str, duration_ms: int) -> None:
+        observers = self.rt.observers
+        if observers.active:
+            observers.on_step(self.info.workflow, name, status, duration_ms / 1000.0)
 
     # -- child runs ------------------------------------------------------------
     def run_child_inline(self, queue: str, child_id: str) -> bool:

@@ -73,6 +73,11 @@ def _worker(args: argparse.Namespace) -> int:
     return 0
 
 
+#: Modules adding a sub-command: each has ``register(subparsers)``, which adds
+#: its parser and sets ``func`` (called with the parsed args, returns the exit code).
+COMMAND_MODULES: tuple[str, ...] = ()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="redflow-gevent", description="Durable Redis-backed workflows with a gevent worker.")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
@@ -89,6 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--grace", type=float, default=30.0, help="seconds a graceful stop waits for runs in flight")
     worker.add_argument("--log-level", dest="sub_log_level", default=None, choices=["debug", "info", "warning", "error"])
     worker.set_defaults(func=_worker)
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
     return parser
 
 

@@ -20,6 +20,7 @@ from gevent.event import Event
 from redis.exceptions import RedisError
 
 from . import clock
+from .hooks import Observers
 from .models import RunField, step_running_json
 
 if TYPE_CHECKING:
@@ -38,8 +39,9 @@ def _mono_ms() -> float:
 class LeaseKeeper:
     """Renews leases, polls cancellation and marks long steps, in one greenlet."""
 
-    def __init__(self, redis: Any, scripts: Scripts, *, lease_ms: int, tick_ms: int = 100) -> None:
+    def __init__(self, redis: Any, scripts: Scripts, *, lease_ms: int, tick_ms: int = 100, observers: Observers | None = None) -> None:
         self._redis = redis
+        self._observers = observers or Observers()
         self._scripts = scripts
         self.lease_ms = lease_ms
         self.renew_every_ms = lease_ms / 2
@@ -151,5 +153,6 @@ class LeaseKeeper:
 
     def _lease_lost(self, attempt: Attempt, why: str) -> None:
         self.renewals_lost += 1
+        self._observers.on_lease_lost(attempt.run_id)
         log.warning("lease lost for run %s: %s", attempt.run_id, why, extra={"run_id": attempt.run_id})
         attempt.interrupt("lease_lost")

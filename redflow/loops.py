@@ -17,6 +17,7 @@ from redis.exceptions import RedisError
 
 from . import clock, codec, cron
 from .errors import CorruptDataError, RedflowError
+from .hooks import Observers
 from .keys import cron_fire_idempotency_key
 from .models import CronDef
 
@@ -131,10 +132,11 @@ class Reaper:
     A run is only taken back when it had no lease on two scans in a row:
     a run claimed a moment ago is in processing before its lease is set."""
 
-    def __init__(self, client: RedflowClient, queues: list[str], interval_ms: int) -> None:
+    def __init__(self, client: RedflowClient, queues: list[str], interval_ms: int, observers: Observers | None = None) -> None:
         self.client = client
         self.queues = queues
         self.interval_s = interval_ms / 1000.0
+        self._observers = observers or Observers()
         self._suspects: set[tuple[str, str]] = set()
         self.recovered = 0
 
@@ -157,10 +159,12 @@ class Reaper:
             requeue = redis.pipeline(transaction=False)
             for queue, run_id in reap:
                 self.client.scripts.reap_run(run_id=run_id, queue=queue, conn=requeue)
-            recovered = sum(1 for moved in requeue.execute() if moved)
-            if recovered:
-                self.recovered += recovered
-                log.info("reaper: %d run(s) of crashed workers returned to ready", recovered)
+            moved = requeue.execute()
+            for queue in {queue for (queue, _), ok in zip(reap, moved) if ok}:
+                count = sum(1 for (q, _), ok in zip(reap, moved) if ok and q == queue)
+                self.recovered += count
+                self._observers.on_recovered(queue, count)
+                log.info("reaper: %d run(s) of dead workers returned to ready in %r", count, queue)
         return self.interval_s
 
 

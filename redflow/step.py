@@ -140,15 +140,18 @@ class StepApi:
         except Exception as exc:
             attempt.running_steps.pop(name, None)
             error_json = codec.dumps(error_to_json(exc))
-            attempt.save_step(name, step_failed_json(seq, running.started_at, clock.now_ms(), error_json))
+            finished = clock.now_ms()
+            attempt.save_step(name, step_failed_json(seq, running.started_at, finished, error_json))
+            attempt.step_observed(name, "failed", finished - running.started_at)
             raise
         except BaseException:
             attempt.running_steps.pop(name, None)
             raise  # an interrupt: the attempt is being stopped, nothing is recorded
         attempt.running_steps.pop(name, None)
-        attempt.save_step(name, step_succeeded_json(seq, running.started_at, clock.now_ms(), output_json))
+        finished = clock.now_ms()
+        attempt.save_step(name, step_succeeded_json(seq, running.started_at, finished, output_json))
         self._cache[name] = {"status": STEP_SUCCEEDED, "seq": seq, "outputJson": output_json}
-        attempt.raise_if_interrupted()
+        attempt.step_observed(name, "succeeded", finished - running.started_at)
         return value
 
     def _call(self, fn: Callable[..., Any], name: str, timeout: float | None) -> Any:

@@ -9,8 +9,9 @@ slots run the lease keeper, the promoter, the reaper and the cron scheduler.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterable
 
 import gevent
 from gevent import monkey
@@ -27,12 +28,11 @@ from .attempt import (
     Outcome,
     Retrying,
     Runtime,
-    Skipped,
-    Succeeded,
 )
 from .client import RedflowClient, create_client, set_default_client
 from .connection import SlotConnection, create_redis, resolve_prefix
 from .errors import RedflowError
+from .hooks import Observers
 from .lease import LeaseKeeper
 from .loops import BACKOFF_MAX_S, CronScheduler, Loop, Promoter, Reaper
 from .registry import Registry, get_default_registry
@@ -66,8 +66,17 @@ class WorkerOptions:
 class Worker:
     """A running worker; see :func:`start_worker`."""
 
-    def __init__(self, *, client: RedflowClient, registry: Registry, options: WorkerOptions, owns_client: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        client: RedflowClient,
+        registry: Registry,
+        options: WorkerOptions,
+        owns_client: bool = False,
+        observers: Iterable[Any] = (),
+    ) -> None:
         self.client = client
+        self.observers = Observers(observers)
         self.registry = registry
         self.options = options
         self.queues = list(options.queues) or registry.queues()
@@ -85,9 +94,11 @@ class Worker:
         self._inflight: set[Attempt] = set()
         self._loops: list[Loop] = []
         self.stats: dict[str, int] = dict.fromkeys(("succeeded", "failed", "retried", "canceled", "abandoned", "skipped"), 0)
-        self.keeper = LeaseKeeper(client.redis, client.scripts, lease_ms=options.lease_ms, tick_ms=options.cancel_poll_ms)
+        self.keeper = LeaseKeeper(
+            client.redis, client.scripts, lease_ms=options.lease_ms, tick_ms=options.cancel_poll_ms, observers=self.observers
+        )
         self.promoter = Promoter(client, self.queues)
-        self.reaper = Reaper(client, self.queues, options.reaper_interval_ms)
+        self.reaper = Reaper(client, self.queues, options.reaper_interval_ms, observers=self.observers)
         self.cron = CronScheduler(client)
         self.runtime = Runtime(
             client=client,
@@ -100,6 +111,7 @@ class Worker:
             spawn_attempt=lambda attempt: gevent.spawn(self._run_attempt, attempt),
             wake_promoter=self.promoter.wake_for,
             observe=self._observe,
+            observers=self.observers,
         )
 
     def __repr__(self) -> str:
@@ -217,19 +229,26 @@ class Worker:
                 run_id = conn.execute("LMOVE", keys.queue_ready(queue), keys.queue_processing(queue), "RIGHT", "LEFT")
                 if run_id:
                     self._cursors[index] = (start + offset + 1) % count
+                    if self.observers.active:
+                        self.observers.on_claim(queue, 0.0)
                     return queue, run_id
                 if self._stopping.is_set():
                     return None
         queue = queues[start % count]
         self._cursors[index] = (start + 1) % count
         self._claiming[index] = True
+        began = time.monotonic()
         try:
             run_id = conn.execute(
                 "BLMOVE", keys.queue_ready(queue), keys.queue_processing(queue), "RIGHT", "LEFT", self.options.blmove_timeout_s
             )
         finally:
             self._claiming[index] = False
-        return (queue, run_id) if run_id else None
+        if not run_id:
+            return None
+        if self.observers.active:
+            self.observers.on_claim(queue, time.monotonic() - began)
+        return queue, run_id
 
     def _run_attempt(self, attempt: Attempt) -> Outcome:
         self._inflight.add(attempt)
@@ -241,26 +260,19 @@ class Worker:
                 self._drained.set()
 
     def _observe(self, attempt: Attempt, outcome: Outcome) -> None:
+        self.stats[outcome.kind] += 1
         extra = {"run_id": attempt.run_id, "workflow": attempt.info.workflow, "attempt": attempt.info.attempt}
         match outcome:
-            case Succeeded():
-                self.stats["succeeded"] += 1
-                log.debug("run %s succeeded", attempt.run_id, extra=extra)
             case Failed(error):
-                self.stats["failed"] += 1
                 log.warning("run %s failed: %s: %s", attempt.run_id, type(error).__name__, error, extra=extra)
             case Retrying(error, retry_at):
-                self.stats["retried"] += 1
                 log.info("run %s attempt %d failed (%s); retry at %d", attempt.run_id, attempt.info.attempt, error, retry_at, extra=extra)
             case Canceled():
-                self.stats["canceled"] += 1
                 log.info("run %s canceled", attempt.run_id, extra=extra)
             case Abandoned(reason):
-                self.stats["abandoned"] += 1
                 log.warning("run %s left to another worker (%s)", attempt.run_id, reason, extra=extra)
-            case Skipped(reason):
-                self.stats["skipped"] += 1
-                log.debug("run %s skipped (%s)", attempt.run_id, reason, extra=extra)
+            case _:
+                log.debug("run %s %s", attempt.run_id, outcome.kind, extra=extra)
 
 
 def _require_gevent_patching() -> None:
@@ -284,6 +296,7 @@ def start_worker(
     *,
     cancel_poll_ms: int = 100,
     cron: bool = True,
+    observers: Iterable[Any] = (),
 ) -> Worker:
     """Start a worker for ``registry`` (default: the default registry) and return it."""
     _require_gevent_patching()
@@ -305,7 +318,7 @@ def start_worker(
         base = create_redis(url, max_connections=pool_size)
         client, owned = RedflowClient(base, prefix=resolve_prefix(prefix), registry=registry, owns_redis=True), True
     try:
-        return Worker(client=client, registry=registry, options=options, owns_client=owned).start()
+        return Worker(client=client, registry=registry, options=options, owns_client=owned, observers=observers).start()
     except BaseException:
         if owned:
             client.close()
