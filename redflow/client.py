@@ -115,6 +115,9 @@ class RunHandle:
     def cancel(self, reason: str | None = None) -> bool:
         return self.client.cancel(self.id, reason=reason)
 
+    def retry(self) -> bool:
+        return self.client.retry(self.id)
+
 
 class RedflowClient:
     """Talks to one Redis under one prefix; see API.md for the contract."""
@@ -343,6 +346,16 @@ class RedflowClient:
         error_json = codec.dumps(error_to_json(CanceledError(message), with_stack=False))
         outcome = self.scripts.cancel_run(run_id=run_id, queue=queue, now=clock.now_ms(), reason=reason or "", error_json=error_json)
         return outcome in ("canceled", "requested")
+
+    def retry(self, run_id: str) -> bool:
+        """Run a failed or canceled run again under the same id: its succeeded
+        steps replay, and it gets a fresh attempt budget. ``False`` if the
+        run is missing or not failed/canceled."""
+        queue = self.redis.hget(self.keys.run(run_id), RunField.QUEUE)
+        if queue is None:
+            return False
+        state, _ = self.scripts.retry_run(run_id=run_id, queue=queue, now=clock.now_ms())
+        return state == "queued"
 
     # -- events ------------------------------------------------------------
     def event_subscribers(self, event: str) -> list[EventDef]:

@@ -225,6 +225,33 @@ return "requested"
 """
 )
 
+RETRY_RUN_LUA = (
+    _STATUS_LUA
+    + """
+-- Manual retry of a failed or canceled run: back to queued under the same
+-- id, so its succeeded steps replay; it gets a fresh attempt budget.
+-- KEYS: 1 run, 2..7 status zsets, 8 ready, 9 done
+-- ARGV: 1 run id, 2 now ms
+-- Returns "queued" | "not_retryable" (with the status) | "missing".
+local prev = redis.call("hget", KEYS[1], "status")
+if not prev then
+  return {"missing", ""}
+end
+if prev ~= "failed" and prev ~= "canceled" then
+  return {"not_retryable", prev}
+end
+local attempt = tonumber(redis.call("hget", KEYS[1], "attempt")) or 0
+local budget = tonumber(redis.call("hget", KEYS[1], "maxAttempts")) or 1
+if budget < 1 then budget = 1 end
+move_status(KEYS[1], 1, ARGV[1], prev, "queued", ARGV[2])
+redis.call("hdel", KEYS[1], "finishedAt", "errorJson", "outputJson", "availableAt")
+redis.call("hset", KEYS[1], "cancelRequestedAt", "", "cancelReason", "", "maxAttempts", tostring(attempt + budget))
+redis.call("del", KEYS[9])
+redis.call("lpush", KEYS[8], ARGV[1])
+return {"queued", prev}
+"""
+)
+
 PROMOTE_RUN_LUA = """
 -- Promoter: a due scheduled run -> queued, pushed to ready.
 -- KEYS: 1 run, 2 queue scheduled, 3 status:scheduled, 4 status:queued, 5 ready
@@ -334,6 +361,7 @@ class Scripts:
         self._settle = register(SETTLE_RUN_LUA)
         self._cancel = register(CANCEL_RUN_LUA)
         self._promote = register(PROMOTE_RUN_LUA)
+        self._retry = register(RETRY_RUN_LUA)
         self._unlock = register(UNLOCK_LUA)
         self._renew = register(RENEW_LEASE_LUA)
         self._claim_inline = register(CLAIM_QUEUED_RUN_FOR_INLINE_LUA)
@@ -403,6 +431,12 @@ class Scripts:
         k = self.keys
         keys = [k.run(run_id), *k.all_runs_status(), k.run_done(run_id), k.queue_scheduled(queue)]
         return self._call(self._cancel, keys, [run_id, now, reason, error_json, WAKE_TTL_MS], conn)
+
+    def retry_run(self, *, run_id: str, queue: str, now: int, conn: Any = None) -> Any:
+        """Returns ``["queued" | "not_retryable" | "missing", previous status]``."""
+        k = self.keys
+        keys = [k.run(run_id), *k.all_runs_status(), k.queue_ready(queue), k.run_done(run_id)]
+        return self._call(self._retry, keys, [run_id, now], conn)
 
     def promote_run(self, *, run_id: str, queue: str, now: int, conn: Any = None) -> str:
         k = self.keys

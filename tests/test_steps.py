@@ -290,3 +290,25 @@ def _event_key(run_id, step, event):
     from redflow.keys import event_run_idempotency_key
 
     return event_run_idempotency_key(event, step_event_idempotency_key(run_id, step, event))
+
+
+def test_retrying_a_failed_run_resumes_after_its_succeeded_steps(start, registry, client, r, prefix):
+    @define_workflow("resumable", max_attempts=1, registry=registry)
+    def resumable(ctx):
+        ctx.step.run("expensive", lambda: bump(r, prefix, "expensive"))
+        if not r.get(f"{prefix}:fixed"):
+            raise ValueError("downstream is broken")
+        return "done"
+
+    start()
+    handle = resumable.run(None, client=client)
+    with pytest.raises(RunFailedError):
+        handle.result(5)
+    r.set(f"{prefix}:fixed", "1")
+    assert client.retry(handle.id) is True
+    assert handle.result(5) == "done"
+    run = client.get_run(handle.id)
+    assert run.attempt == 2 and run.max_attempts == 2 and run.error is None
+    assert count(r, prefix, "expensive") == 1
+    assert client.retry(handle.id) is False  # succeeded runs are not retried
+    assert client.retry("run_missing") is False
