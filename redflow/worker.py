@@ -40,6 +40,7 @@ from .registry import Registry, get_default_registry
 log = logging.getLogger(__name__)
 
 SLOT_BACKOFF_MIN_S = 0.05
+WATCHDOG_INTERVAL_S = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +144,11 @@ class Worker:
         self._is_default_client = set_default_client(self.client, only_if_unset=True)
         self.keeper.start()
         self.promoter.loop = Loop("promoter", self.promoter.step, self._loops_stop).start()
-        self._loops = [self.promoter.loop, Loop("reaper", self.reaper.step, self._loops_stop).start()]
+        self._loops = [
+            self.promoter.loop,
+            Loop("reaper", self.reaper.step, self._loops_stop).start(),
+            Loop("watchdog", self._watch_connections, self._loops_stop).start(),
+        ]
         if self.options.cron:
             self._loops.append(Loop("cron", self.cron.step, self._loops_stop).start())
         for index in range(self.options.concurrency):
@@ -239,8 +244,9 @@ class Worker:
         self._claiming[index] = True
         began = time.monotonic()
         try:
+            timeout_s = self.options.blmove_timeout_s
             run_id = conn.execute(
-                "BLMOVE", keys.queue_ready(queue), keys.queue_processing(queue), "RIGHT", "LEFT", self.options.blmove_timeout_s
+                "BLMOVE", keys.queue_ready(queue), keys.queue_processing(queue), "RIGHT", "LEFT", timeout_s, block_s=timeout_s
             )
         finally:
             self._claiming[index] = False
@@ -249,6 +255,15 @@ class Worker:
         if self.observers.active:
             self.observers.on_claim(queue, time.monotonic() - began)
         return queue, run_id
+
+    def _watch_connections(self) -> float:
+        """Abort slot commands that wait past their deadline (a Redis that hangs)."""
+        now = time.monotonic()
+        for conn in self._slot_conns:
+            if conn.overdue(now):
+                log.warning("a slot's Redis command is overdue; dropping its connection")
+                conn.abort()
+        return WATCHDOG_INTERVAL_S
 
     def _run_attempt(self, attempt: Attempt) -> Outcome:
         self._inflight.add(attempt)
