@@ -15,7 +15,6 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Union
 
 import gevent
-from gevent.event import Event
 
 from . import clock, codec
 from .context import CancelSignal, OnFailureContext, RunInfo, WorkflowContext
@@ -42,18 +41,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: How long an interrupted handler greenlet gets to unwind before the
-#: attempt settles without it (a handler that swallows BaseException).
-INTERRUPT_GRACE_S = 2.0
-
 CANCELED = "canceled"
 LEASE_LOST = "lease_lost"
 WORKER_STOPPED = "worker_stopped"
 
 
 class _Interrupt(BaseException):
-    """Thrown into a handler greenlet to stop it. Not an ``Exception``, so
-    that a handler's ``except Exception:`` cannot swallow it."""
+    """Thrown into the greenlet running a handler to stop it. Not an
+    ``Exception``, so that a handler's ``except Exception:`` cannot swallow it
+    (a handler that swallows ``BaseException`` keeps its slot busy)."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
@@ -152,9 +148,9 @@ class Attempt:
         self.signal = CancelSignal()
         self.interrupted: str | None = None
         self.running_steps: dict[str, RunningStep] = {}
-        self.handler_greenlet: gevent.Greenlet | None = None
-        self._handler_running = False
-        self._handler_done = Event()
+        self._greenlet: Any = None
+        self._in_handler = False
+        self._throw_pending = False
         # maintained by the lease keeper
         self.tracked_at_ms = 0.0
         self.renewed_at_ms = 0.0
@@ -230,26 +226,21 @@ class Attempt:
         return workflow, input_value
 
     def _run_handler(self, workflow: Workflow, input_value: Any, steps: StepApi) -> Outcome:
+        """The handler runs in this (the slot's) greenlet: no greenlet per run.
+        An interrupt is thrown into it only while it is inside the handler."""
         ctx = WorkflowContext(input=input_value, run=self.info, step=steps, signal=self.signal, client=self.client)
-        glet = gevent.spawn(self._invoke, workflow.handler, ctx)
-        glet.name = f"redflow-run-{self.run_id}"
-        glet.link(lambda _: self._handler_done.set())
-        self.handler_greenlet = glet
-        self._handler_done.wait()
-        result = glet.value if glet.successful() and glet.value is not None else ("interrupted", self.interrupted)
-        return self._decide(workflow, input_value, result)
-
-    def _invoke(self, handler: Callable[[WorkflowContext], Any], ctx: WorkflowContext) -> tuple[str, Any]:
-        # Every BaseException is caught here: gevent would otherwise re-raise
-        # SystemExit / KeyboardInterrupt in the main greenlet and kill the worker.
-        self._handler_running = True
+        self._greenlet = gevent.getcurrent()
+        self._in_handler = True
         try:
-            self.raise_if_interrupted()  # interrupted between spawn and start
-            return "ok", handler(ctx)
+            self.raise_if_interrupted()
+            result: tuple[str, Any] = ("ok", workflow.handler(ctx))
         except _Interrupt as exc:
-            return "interrupted", exc.reason
-        except BaseException as exc:  # noqa: BLE001 - a handler's failure, recorded by _decide
-            return "error", exc
+            result = ("interrupted", exc.reason)
+        except BaseException as exc:  # noqa: BLE001 - a handler's failure (even SystemExit), decided below
+            result = ("error", exc)
+        finally:
+            self._in_handler = False
+        return self._decide(workflow, input_value, result)
 
     def _decide(self, workflow: Workflow, input_value: Any, result: tuple[str, Any]) -> Outcome:
         kind, value = result
@@ -314,14 +305,22 @@ class Attempt:
     # -- interruption --------------------------------------------------------
     def interrupt(self, reason: str) -> None:
         """Stop the handler (canceled, lease lost, worker stopping): set the
-        signal and throw an interrupt into the handler greenlet."""
+        signal and throw an interrupt into the greenlet running the handler."""
         if self.interrupted is None:
             self.interrupted = reason
             self.signal.set(reason)
-            gevent.spawn_later(INTERRUPT_GRACE_S, self._handler_done.set)
-        glet = self.handler_greenlet
-        if glet is not None and self._handler_running and not glet.dead and glet is not gevent.getcurrent():
-            glet.kill(_Interrupt(self.interrupted), block=False)
+        if self._in_handler and not self._throw_pending and self._greenlet is not gevent.getcurrent():
+            self._throw_pending = True
+            gevent.get_hub().loop.run_callback(self._throw)
+
+    def _throw(self) -> None:
+        # Runs in the hub, so the handler's greenlet is suspended: if it is
+        # still inside the handler, the interrupt lands there, as a
+        # gevent.Timeout would; if it has moved on (settling), nothing happens.
+        self._throw_pending = False
+        glet = self._greenlet
+        if self._in_handler and glet is not None and not glet.dead:
+            glet.throw(_Interrupt(self.interrupted or CANCELED))
 
     def raise_if_interrupted(self) -> None:
         if self.interrupted is not None:

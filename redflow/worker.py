@@ -19,7 +19,6 @@ from gevent.event import Event
 from redis.exceptions import RedisError
 
 from .attempt import (
-    INTERRUPT_GRACE_S,
     WORKER_STOPPED,
     Abandoned,
     Attempt,
@@ -41,6 +40,8 @@ log = logging.getLogger(__name__)
 
 SLOT_BACKOFF_MIN_S = 0.05
 WATCHDOG_INTERVAL_S = 1.0
+#: After the stop timeout, how long interrupted runs get to unwind and release their leases.
+STOP_GRACE_S = 3.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,7 +179,7 @@ class Worker:
             log.warning("stop: %d run(s) still going after %.1fs; leaving them to another worker", len(leftover), timeout)
             for attempt in leftover:
                 attempt.interrupt(WORKER_STOPPED)
-        gevent.joinall(self._slots, timeout=INTERRUPT_GRACE_S + 1)
+        gevent.joinall(self._slots, timeout=STOP_GRACE_S)
         gevent.killall([s for s in self._slots if not s.dead], block=True, timeout=1)
         self._loops_stop.set()
         for loop in self._loops:
