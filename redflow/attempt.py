@@ -9,9 +9,8 @@ schedule a retry, leave processing, release the lease: one script).
 from __future__ import annotations
 
 import logging
-import uuid
-from dataclasses import dataclass, field
 import time
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Union
 
 import gevent
@@ -27,6 +26,7 @@ from .errors import (
     UnknownWorkflowError,
     error_to_json,
 )
+from .keys import new_id
 from .models import RunField, int_field, max_attempts_of
 from .retry import compute_retry_delay_ms, is_retryable
 from .step import RunningStep, StepApi, load_step_cache
@@ -143,7 +143,7 @@ class Attempt:
         self.queue = queue
         self.run_id = run_id
         self.client = rt.client
-        self.token = f"lease_{uuid.uuid4()}"
+        self.token = new_id("lease")
         self.info = RunInfo(run_id, "", queue, 0, 1)
         self.signal = CancelSignal()
         self.interrupted: str | None = None

@@ -7,7 +7,6 @@ call is cooperative. One client is safe to share between greenlets.
 from __future__ import annotations
 
 import time
-import uuid
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -25,7 +24,7 @@ from .errors import (
     UnknownWorkflowError,
     error_to_json,
 )
-from .keys import TERMINAL_STATUSES, Keys, event_run_idempotency_key
+from .keys import TERMINAL_STATUSES, Keys, event_run_idempotency_key, new_id
 from .models import EventDef, Run, RunField, Step, WorkflowField, max_attempts_of
 from .registry import Registry, Workflow, get_default_registry
 from .scripts import Scripts
@@ -37,7 +36,7 @@ _RESULT_FIELDS = (RunField.STATUS, RunField.OUTPUT_JSON, RunField.ERROR_JSON, Ru
 
 
 def new_run_id() -> str:
-    return f"run_{uuid.uuid4()}"
+    return new_id("run")
 
 
 @dataclass(frozen=True, slots=True)

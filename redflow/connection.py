@@ -11,13 +11,13 @@ import os
 import socket
 import threading
 import time
-from typing import Any
+from typing import Any, Sequence
 
 import hiredis
 import redis
 from redis._parsers.base import BaseParser
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
+from redis.exceptions import NoScriptError, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .keys import DEFAULT_PREFIX
@@ -106,7 +106,10 @@ class SlotConnection:
         sock, reader = self._sock, self._reader
         self.deadline = time.monotonic() + self.timeout_s + block_s
         try:
-            sock.sendall(hiredis.pack_command(args))
+            packed = hiredis.pack_command(args)
+            sent = sock.send(packed)  # one send is all a command takes, almost always
+            if sent < len(packed):
+                sock.sendall(packed[sent:])
             reply = reader.gets()
             while reply is False:
                 data = sock.recv(_READ_SIZE)
@@ -154,6 +157,14 @@ class SlotConnection:
 
     def evalsha(self, sha: str, numkeys: int, *keys_and_args: Any) -> Any:
         return self.execute("EVALSHA", sha, numkeys, *keys_and_args)
+
+    def run_script(self, script: Any, keys: Sequence[Any], args: Sequence[Any]) -> Any:
+        """Run a registered script (a redis-py ``Script``) by its SHA, loading it on NOSCRIPT."""
+        try:
+            return self.execute("EVALSHA", script.sha, len(keys), *keys, *args)
+        except NoScriptError:
+            script.sha = self.script_load(script.script)
+            return self.execute("EVALSHA", script.sha, len(keys), *keys, *args)
 
     def script_load(self, script: str | bytes) -> str:
         return self.execute("SCRIPT", "LOAD", script)

@@ -31,20 +31,25 @@ class CancelSignal:
     __slots__ = ("_event", "reason")
 
     def __init__(self) -> None:
-        self._event = Event()
+        self._event: Event | None = None  # made on first wait(): most runs never wait
         self.reason: str | None = None
 
     def is_set(self) -> bool:
-        return self._event.is_set()
+        return self.reason is not None
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until set (or ``timeout`` seconds); returns whether it is set."""
+        if self.reason is not None:
+            return True
+        if self._event is None:
+            self._event = Event()
         return self._event.wait(timeout)
 
     def set(self, reason: str) -> None:
-        if not self._event.is_set():
+        if self.reason is None:
             self.reason = reason
-            self._event.set()
+            if self._event is not None:
+                self._event.set()
 
     def __repr__(self) -> str:
         return f"CancelSignal(set={self.is_set()}, reason={self.reason!r})"

@@ -12,6 +12,7 @@ No I/O here: this module only spells names.
 
 from __future__ import annotations
 
+import os
 from typing import Final
 
 DEFAULT_PREFIX: Final = "redflow:v1"
@@ -28,11 +29,12 @@ def enc(value: str) -> str:
 class Keys:
     """Key builder for one prefix. Each method documents the Redis type it names."""
 
-    __slots__ = ("prefix", "_p")
+    __slots__ = ("prefix", "_p", "_status")
 
     def __init__(self, prefix: str = DEFAULT_PREFIX) -> None:
         self.prefix = prefix.rstrip(":") or DEFAULT_PREFIX
         self._p = self.prefix + ":"
+        self._status = [self.runs_status(s) for s in RUN_STATUSES]
 
     def __repr__(self) -> str:
         return f"Keys({self.prefix!r})"
@@ -61,7 +63,7 @@ class Keys:
 
     def all_runs_status(self) -> list[str]:
         """The six ``runs:status:*`` zsets in :data:`RUN_STATUSES` order."""
-        return [self.runs_status(s) for s in RUN_STATUSES]
+        return self._status
 
     def run_prefix(self) -> str:
         """Prefix of run hashes: ``run_key == run_prefix() + run_id``."""
@@ -128,6 +130,18 @@ class Keys:
     def event_index(self, event: str) -> str:
         """set: event-def ids subscribed to ``event``."""
         return f"{self._p}event:index:{enc(event)}"
+
+
+def new_id(kind: str) -> str:
+    """``<kind>_<canonical uuid4>``, the form of run ids and lease tokens.
+
+    Built straight from 16 random bytes: the same string ``uuid.uuid4()``
+    gives, at a fraction of its cost (a lease token is made per run)."""
+    h = os.urandom(16).hex()
+    return f"{kind}_{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[int(h[16], 16) & 3]}{h[17:20]}-{h[20:]}"
+
+
+_VARIANT = "89ab"
 
 
 def step_workflow_idempotency_key(parent_run_id: str, step_name: str, child_workflow: str) -> str:

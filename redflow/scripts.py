@@ -369,6 +369,9 @@ class Scripts:
         self._reap = register(REAP_RUN_LUA)
 
     def _call(self, script: Any, keys: Sequence[str], args: Sequence[Any], conn: Any) -> Any:
+        run_script = getattr(conn, "run_script", None)  # a slot's connection: the lean path
+        if run_script is not None:
+            return run_script(script, keys, args)
         return script(keys=keys, args=args, client=conn if conn is not None else self._redis)
 
     def enqueue_run(
