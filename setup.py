@@ -13,6 +13,7 @@ setup(
     python_requires=">=3.11",
     packages=find_packages(include=["redflow", "redflow.*"]),
     include_package_data=True,
+    package_data={"redflow": ["dashboard_assets/*.html", "dashboard_assets/*.css"]},
     install_requires=[
         "gevent>=23.9",
         "redis>=5",
@@ -21,10 +22,13 @@ setup(
         "orjson>=3.9",
     ],
     extras_require={
-        "test": ["pytest>=8", "pytest-benchmark>=4"],
+        "test": ["pytest>=8", "pytest-benchmark>=4", "gunicorn>=22", "prometheus_client>=0.17", "selenium>=4.11"],
         "metrics": ["prometheus_client>=0.17"],
     },
-    entry_points={"console_scripts": ["redflow-gevent=redflow.cli:main"]},
+    entry_points={
+        "console_scripts": ["redflow-gevent=redflow.cli:main"],
+        "pytest11": ["redflow = redflow.pytest_plugin"],
+    },
     classifiers=[
         "Programming Language :: Python :: 3.11",
         "Topic :: System :: Distributed Computing",

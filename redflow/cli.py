@@ -47,6 +47,13 @@ def _worker(args: argparse.Namespace) -> int:
 
     registry = load_registry(args.app)
     queues = [q for q in (args.queues or "").split(",") if q] or None
+    metrics = None
+    if args.metrics_port is not None:
+        try:
+            from redflow.metrics import metrics_for_cli
+        except ImportError as exc:
+            raise SystemExit(f"--metrics-port: {exc}") from None
+        metrics = metrics_for_cli(args.metrics_port)
     worker = start_worker(
         registry,
         url=args.redis_url,
@@ -54,7 +61,10 @@ def _worker(args: argparse.Namespace) -> int:
         queues=queues,
         concurrency=args.concurrency,
         lease_ms=args.lease_ms,
+        observers=[metrics.observer] if metrics else (),
     )
+    if metrics:
+        metrics.observer.attach(worker)
     signals_seen = []
 
     def on_signal(signum: int) -> None:
@@ -70,12 +80,14 @@ def _worker(args: argparse.Namespace) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         gevent.signal_handler(signum, on_signal, signum)
     worker.join()
+    if metrics:
+        metrics.stop()
     return 0
 
 
 #: Modules adding a sub-command: each has ``register(subparsers)``, which adds
 #: its parser and sets ``func`` (called with the parsed args, returns the exit code).
-COMMAND_MODULES: tuple[str, ...] = ()
+COMMAND_MODULES: tuple[str, ...] = ("redflow.admin", "redflow.dashboard", "redflow.bench")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -92,6 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--prefix", default=None, help="key prefix (default: $REDFLOW_PREFIX or redflow:v1)")
     worker.add_argument("--lease-ms", type=int, default=5000)
     worker.add_argument("--grace", type=float, default=30.0, help="seconds a graceful stop waits for runs in flight")
+    worker.add_argument("--metrics-port", default=None, metavar="[HOST:]PORT", help="serve Prometheus metrics (host default 127.0.0.1)")
     worker.add_argument("--log-level", dest="sub_log_level", default=None, choices=["debug", "info", "warning", "error"])
     worker.set_defaults(func=_worker)
     for name in COMMAND_MODULES:

@@ -1,0 +1,188 @@
+"""The dashboard over real HTTP: pages, escaping, filters, and token-guarded actions."""
+
+import http.client
+import os
+import signal
+import subprocess
+from urllib.parse import urlencode, urlsplit
+
+import gevent
+import pytest
+
+from helpers import CLI, ROOT, wait_until
+from redflow import RedflowError, define_workflow
+from redflow.dashboard import Dashboard, serve
+from redflow.testing import free_port
+
+TOKEN = "correct-horse-battery-staple"
+HOSTILE = "<script>alert(1)</script>"
+
+
+def request(port, method, path, form=None, headers=None):
+    """(status, headers, body text); redirects are returned, not followed."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    body = urlencode(form).encode() if form is not None else None
+    sent = dict(headers or {})
+    if body is not None:
+        sent["Content-Type"] = "application/x-www-form-urlencoded"
+    try:
+        conn.request(method, path, body=body, headers=sent)
+        resp = conn.getresponse()
+        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read().decode()
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def dashboard(client):
+    servers = []
+
+    def start(token=TOKEN):
+        server = serve(client, "127.0.0.1", 0, token=token)
+        servers.append(server)
+        return server.server_port
+
+    yield start
+    for server in servers:
+        server.stop(timeout=1)
+
+
+@pytest.fixture
+def runs(start, registry, client):
+    @define_workflow("render", registry=registry, cron=["*/10 * * * *"])
+    def render(ctx):
+        return ctx.step.run("html", lambda: {"title": ctx.input["title"]})
+
+    @define_workflow("crash", registry=registry, max_attempts=1)
+    def crash(ctx):
+        ctx.step.run("fine", lambda: 1)
+        ctx.step.run("boom", lambda: (_ for _ in ()).throw(ValueError(HOSTILE)))
+
+    @define_workflow("held", registry=registry, queue="nobody-serves-this")
+    def held(ctx):
+        return None
+
+    start(queues=["default"])
+    ok = client.run("render", {"title": HOSTILE})
+    assert ok.result(10) == {"title": HOSTILE}
+    failed = client.run("crash")
+    with pytest.raises(RedflowError):
+        failed.result(10)
+    return {"ok": ok.id, "failed": failed.id, "queued": client.run("held").id}
+
+
+def test_the_overview_shows_queues_cron_and_runs_escaped_and_filterable(dashboard, runs, redis_url):
+    port = dashboard()
+    status, headers, page = request(port, "GET", "/")
+    assert status == 200 and headers["content-type"] == "text/html; charset=utf-8"
+    assert "default-src 'none'" in headers["content-security-policy"] and headers["x-frame-options"] == "DENY"
+    assert all(run_id in page for run_id in runs.values())
+    assert "<td>nobody-serves-this</td><td class=\"num\">1</td>" in page  # its run waits in ready
+    assert "<code>*/10 * * * *</code>" in page
+    assert "ValueError: &lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script" not in page
+    assert TOKEN not in page and redis_url not in page
+
+    _, _, failed_only = request(port, "GET", "/?status=failed")
+    assert runs["failed"] in failed_only and runs["ok"] not in failed_only
+    _, _, render_only = request(port, "GET", "/?" + urlencode({"workflow": "render", "limit": 5}))
+    assert runs["ok"] in render_only and runs["failed"] not in render_only
+    assert '<option value="render" selected>render</option>' in render_only
+
+    for query, message in (("status=lost", "Unknown status"), ("limit=0", "limit must be"), ("limit=x", "limit must be")):
+        status, _, page = request(port, "GET", "/?" + query)
+        assert status == 400 and message in page
+    assert request(port, "GET", "/static/style.css")[1]["content-type"] == "text/css; charset=utf-8"
+    assert request(port, "GET", "/nowhere")[0] == 404
+    status, headers, _ = request(port, "POST", "/", form={})
+    assert status == 405 and headers["allow"] == "GET, HEAD"
+
+
+def test_a_run_page_shows_steps_outputs_and_errors(dashboard, runs):
+    port = dashboard()
+    status, _, page = request(port, "GET", f"/runs/{runs['failed']}")
+    assert status == 200 and "status-failed" in page
+    assert "<code>fine</code>" in page and "<code>1</code>" in page  # a step's output
+    assert "<code>boom</code>" in page and "ValueError: &lt;script&gt;" in page and "<details><summary>stack</summary>" in page
+    assert 'action="/runs/' + runs["failed"] + '/retry"' in page and "/cancel" not in page  # failed: retry only
+
+    _, _, ok_page = request(port, "GET", f"/runs/{runs['ok']}")
+    assert "<h2>Output</h2>" in ok_page and "&quot;title&quot;: &quot;&lt;script&gt;" in ok_page and "<h2>Actions</h2>" not in ok_page
+    status, _, page = request(port, "GET", "/runs/run_missing")
+    assert status == 404 and "No run run_missing." in page
+
+
+def test_actions_need_the_token_by_post(dashboard, runs, client):
+    port = dashboard()
+    cancel = f"/runs/{runs['queued']}/cancel"
+    assert request(port, "GET", cancel)[0] == 405
+    status, _, page = request(port, "POST", cancel, form={"token": "wrong-token-of-length"})
+    assert status == 403 and "Wrong or missing dashboard token" in page
+    assert request(port, "POST", cancel, form={})[0] == 403
+    assert client.get_run(runs["queued"]).status == "queued"
+
+    status, headers, _ = request(port, "POST", cancel, form={"token": TOKEN, "reason": "from the dashboard"})
+    assert status == 303 and urlsplit(headers["location"]).path == f"/runs/{runs['queued']}"
+    run = client.get_run(runs["queued"])
+    assert run.status == "canceled" and run.cancel_reason == "from the dashboard"
+    _, _, page = request(port, "GET", headers["location"])
+    assert "Run canceled." in page
+
+    status, headers, _ = request(port, "POST", f"/runs/{runs['ok']}/cancel", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert status == 303 and headers["location"].endswith("notice=cancel-refused")
+    status, headers, _ = request(port, "POST", f"/runs/{runs['failed']}/retry", form={"token": TOKEN})
+    assert status == 303 and headers["location"].endswith("notice=retried")
+    wait_until(lambda: client.get_run(runs["failed"]).attempt == 2, timeout=10)  # the worker ran it again
+    assert request(port, "POST", "/runs/run_missing/retry", form={"token": TOKEN})[0] == 404
+    assert request(port, "POST", cancel, form={"token": TOKEN, "pad": "x" * 9000})[0] == 413
+
+
+def test_a_running_run_is_canceled_through_its_worker(dashboard, start, registry, client):
+    @define_workflow("long", registry=registry)
+    def long(ctx):
+        gevent.sleep(30)
+
+    start()
+    handle = client.run("long")
+    wait_until(lambda: handle.status() == "running", timeout=10)
+    status, headers, _ = request(dashboard(), "POST", f"/runs/{handle.id}/cancel", form={"token": TOKEN})
+    assert status == 303 and "notice=cancel" in headers["location"]
+    wait_until(lambda: handle.status() == "canceled", timeout=10)
+
+
+def test_without_a_token_actions_are_refused_and_not_offered(dashboard, runs, client):
+    port = dashboard(token=None)
+    _, _, page = request(port, "GET", f"/runs/{runs['queued']}")
+    assert "Actions are off" in page and "<form class=\"action\"" not in page
+    status, _, page = request(port, "POST", f"/runs/{runs['queued']}/cancel", form={"token": ""})
+    assert status == 403 and "Actions are off" in page
+    assert client.get_run(runs["queued"]).status == "queued"
+    with pytest.raises(RedflowError, match="at least 12 characters"):
+        Dashboard(client, token="short")
+
+
+def test_the_dashboard_command_serves_reads_its_token_from_the_environment_and_stops_on_sigterm(redis_url, prefix, runs, client):
+    port = free_port()
+    env = dict(os.environ, REDIS_URL=redis_url, REDFLOW_PREFIX=prefix, REDFLOW_DASHBOARD_TOKEN=TOKEN)
+    proc = subprocess.Popen([CLI, "dashboard", "--port", str(port)], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        wait_until(lambda: _answers(port) or proc.poll() is not None, timeout=30, interval=0.1, message="the dashboard")
+        status, _, page = request(port, "GET", "/")
+        assert status == 200 and runs["ok"] in page
+        assert request(port, "POST", f"/runs/{runs['queued']}/cancel", form={"token": TOKEN})[0] == 303
+        assert client.get_run(runs["queued"]).status == "canceled"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stderr.close()
+    short = subprocess.run([CLI, "dashboard", "--redis-url", redis_url, "--token", "short"], capture_output=True, text=True, timeout=60)
+    assert short.returncode == 1 and "dashboard: the dashboard token must have at least 12 characters" in short.stderr
+
+
+def _answers(port):
+    try:
+        return request(port, "GET", "/static/style.css")[0] == 200
+    except OSError:  # not listening yet
+        return False
