@@ -1,0 +1,129 @@
+"""`redflow-gevent bench`: small runs print and save every figure; --compare
+fails on a regression. No speed is asserted: the machine is shared."""
+
+import subprocess
+
+import pytest
+
+from helpers import CLI, ROOT
+from redflow import codec
+from redflow.bench_probe import percentiles
+from redflow.bench_report import COMPARED, HIGHER, LOWER, compare, figure
+
+SMALL = ["-n", "200", "-c", "20", "--rate", "400", "--paced-runs", "40", "--idle", "0.5"]
+TINY = ["-n", "100", "-c", "5", "--rate", "0", "--idle", "0"]
+
+
+def bench(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([CLI, "--log-level", "warning", "bench", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory):
+    """One small in-process bench with every phase, saved as JSON."""
+    path = tmp_path_factory.mktemp("bench") / "results.json"
+    done = bench(*SMALL, "--json", str(path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout, codec.loads(path.read_text())
+
+
+def test_a_small_bench_prints_every_phase(small_run):
+    out, _ = small_run
+    for text in ("drain", "dequeue->finalize", "round trips / run", "CPU / 1,000 runs", "enqueue->start", "enqueue->result",
+                 "idle", "peak RSS", "hot-path timestamps"):  # fmt: skip
+        assert text in out
+
+
+def test_a_small_bench_saves_every_compared_figure_with_its_machine(small_run):
+    _, result = small_run
+    missing = [path for path in COMPARED if figure(result, path) is None]
+    assert missing == []
+    meta = result["meta"]
+    assert meta["worker"] == "in-process" and meta["precise_timestamps"] is True and meta["concurrency"] == 20
+    assert meta["redis_version"] and meta["date"] and meta["cpus"] >= 1
+    drain = result["drain"]
+    assert drain["runs"] == 200 and drain["runs_per_s"] > 0
+    assert drain["commands_per_run_by_command"]["evalsha"] >= 2  # the start and finalize scripts
+    assert 1 <= drain["round_trips_per_run"] < drain["commands_per_run"]  # scripts' own calls are not round trips
+    assert "info" not in drain["commands_per_run_by_command"] and drain["bench_commands"]["rename"] == 1
+    for phase, name in (("drain", "dequeue_to_finalize_ms"), ("paced", "enqueue_to_result_ms"), ("paced", "enqueue_to_start_ms")):
+        stats = result[phase][name]
+        assert 0 <= stats["p50"] <= stats["p95"] <= stats["p99"] <= stats["max"]
+    assert result["paced"]["runs"] == 40
+    assert result["idle"]["rss_mb"] > 0 and result["idle"]["cpu_percent"] >= 0 and result["peak_rss_mb"] >= result["idle"]["rss_mb"]
+
+
+def _doctored(result, factor):
+    """A copy of ``result`` whose compared figures are all ``factor`` times better (< 1: worse)."""
+    copy = codec.loads(codec.dumps(result))
+    for path, better in COMPARED.items():
+        *parents, leaf = path.split(".")
+        node = copy
+        for part in parents:
+            node = node[part]
+        node[leaf] = node[leaf] * factor if better == HIGHER else node[leaf] / factor
+    return copy
+
+
+def test_compare_exits_non_zero_past_the_bound_and_zero_within_it(small_run, tmp_path):
+    _, result = small_run
+    strict, generous = tmp_path / "strict.json", tmp_path / "generous.json"
+    strict.write_text(codec.dumps(_doctored(result, 1000.0)))
+    generous.write_text(codec.dumps(_doctored(result, 0.001)))
+
+    failed = bench(*TINY, "--compare", str(strict), "--max-regression", "0.10")
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert "REGRESSED" in failed.stdout and "drain.runs_per_s" in failed.stdout.split("regression(s):")[1]
+
+    passed = bench(*TINY, "--compare", str(generous), "--max-regression", "0.10")
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+    assert "no regression" in passed.stdout
+
+
+def test_a_bench_of_a_worker_subprocess_reads_its_cpu_and_memory(tmp_path):
+    path = tmp_path / "sub.json"
+    done = bench("--worker", "subprocess", "-n", "200", "-c", "10", "--rate", "200", "--paced-runs", "20", "--idle", "0.3",
+                 "--json", str(path))  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    result = codec.loads(path.read_text())
+    assert result["meta"]["worker"] == "subprocess" and result["meta"]["precise_timestamps"] is False
+    assert "run-hash timestamps" in done.stdout
+    assert result["drain"]["worker_cpu_s_per_1000_runs"] > 0 and result["peak_rss_mb"] > 1  # a whole Python process
+    assert result["drain"]["round_trips_per_run"] >= 1
+
+
+def test_a_bench_with_steps_counts_their_writes_and_a_replayed_one_does_not(tmp_path):
+    trips = {}
+    for name, extra in (("first", []), ("replayed", ["--replay"])):
+        path = tmp_path / f"{name}.json"
+        done = bench("--steps", "3", *extra, *TINY, "--json", str(path))
+        assert done.returncode == 0, done.stdout + done.stderr
+        trips[name] = codec.loads(path.read_text())["drain"]["round_trips_per_run"]
+        assert f"bench-steps (3 step(s){', replayed' if extra else ''})" in done.stdout
+    assert trips["replayed"] + 2 < trips["first"]  # three step writes fewer
+
+
+def test_bench_refuses_replay_without_steps():
+    done = bench("--replay", *TINY)
+    assert done.returncode != 0 and "--replay needs --steps" in done.stderr
+
+
+# -- the pieces, without a bench run ------------------------------------------------
+
+
+def test_compare_judges_each_figure_by_its_direction():
+    base = {"drain": {"runs_per_s": 1000.0, "round_trips_per_run": 3.0}, "idle": {"cpu_percent": 0.0}}
+    worse = {"drain": {"runs_per_s": 850.0, "round_trips_per_run": 3.2}, "idle": {"cpu_percent": 0.5}}
+    rows = {row.path: row for row in compare(worse, base, 0.10)}
+    assert set(rows) == {"drain.runs_per_s", "drain.round_trips_per_run", "idle.cpu_percent"}  # absent figures are skipped
+    assert rows["drain.runs_per_s"].regressed and rows["drain.runs_per_s"].change == pytest.approx(0.15)
+    assert not rows["drain.round_trips_per_run"].regressed  # 6.7 % worse, within 10 %
+    assert rows["idle.cpu_percent"].regressed  # from zero, any rise is past any bound
+    assert all(not row.regressed for row in compare(base, base, 0.0))
+    assert {COMPARED[p] for p in COMPARED} == {HIGHER, LOWER}
+
+
+def test_percentiles_interpolate_between_ranks_in_ms():
+    stats = percentiles([i / 1000.0 for i in range(101)])  # 0 .. 100 ms
+    assert stats == pytest.approx({"p50": 50.0, "p95": 95.0, "p99": 99.0, "max": 100.0})
+    assert percentiles([]) == {}
