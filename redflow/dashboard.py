@@ -35,20 +35,8 @@ from gevent.pywsgi import LoggingLogAdapter, WSGIServer
 from redis.exceptions import RedisError
 
 from . import clock
-from .admin import (
-    cancel_run,
-    connect,
-    connection_options,
-    cron_entries,
-    fmt_attempt,
-    fmt_duration,
-    fmt_error,
-    fmt_time,
-    preview,
-    queue_counts,
-    retry_run,
-    workflow_names,
-)
+from .admin import cancel_run, connect, connection_options, cron_entries, fmt_attempt, fmt_duration, fmt_error, fmt_time
+from .admin import preview, queue_counts, retry_run, workflow_names
 from .client import RedflowClient
 from .errors import RedflowError
 from .keys import RUN_STATUSES, TERMINAL_STATUSES
@@ -58,13 +46,15 @@ log = logging.getLogger(__name__)
 
 TOKEN_ENV = "REDFLOW_DASHBOARD_TOKEN"
 MIN_TOKEN_CHARS = 12
+ACTIONS_OFF = f"Actions are off: start the dashboard with --token or {TOKEN_ENV}."
 MAX_BODY_BYTES = 8192
 MAX_LIMIT = 500
 DEFAULT_LIMIT = 50
 SHOWN_JSON_CHARS = 20_000
 
+_CSP = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 _SECURITY_HEADERS = [
-    ("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"),
+    ("Content-Security-Policy", _CSP),
     ("X-Content-Type-Options", "nosniff"),
     ("X-Frame-Options", "DENY"),
     ("Referrer-Policy", "no-referrer"),
@@ -80,6 +70,7 @@ NOTICES = {
     "retried": "Queued again; its succeeded steps will replay.",
     "retry-refused": "Not retried: only failed or canceled runs can be retried.",
 }
+_TEMPLATES = ("page.html", "message.html", "overview.html", "run.html", "actions.html", "cancel.html", "retry.html")
 
 
 def _asset(name: str) -> str:
@@ -145,7 +136,7 @@ class Dashboard:
             raise RedflowError(f"the dashboard token must have at least {MIN_TOKEN_CHARS} characters")
         self.client = client
         self._token = token.encode() if token is not None else None
-        self._page = Template(_asset("page.html"))
+        self._templates = {name: Template(_asset(name)) for name in _TEMPLATES}
         self._css = _asset("style.css").encode()
 
     @property
@@ -187,21 +178,27 @@ class Dashboard:
             return self._run_page(base, run.group(1), query)
         raise HttpError("404 Not Found", "No such page.")
 
+    def _render(self, name: str, **values: Any) -> str:
+        """Fill template ``name``; every value must already be HTML (escaped)."""
+        return self._templates[name].substitute(values)
+
     def _html(self, base: str, title: str, body: str, status: str = "200 OK") -> Response:
-        page = self._page.substitute(
-            title=h(title), base=h(base), prefix=h(self.client.prefix), now=h(fmt_time(clock.now_ms() / 1000)), body=body
-        )
+        now = fmt_time(clock.now_ms() / 1000)
+        page = self._render("page.html", title=h(title), base=h(base), prefix=h(self.client.prefix), now=h(now), body=body)
         return Response(status, page.encode())
 
     def _message(self, base: str, status: str, message: str) -> Response:
-        body = f'<section><h1>{h(status)}</h1><p>{h(message)}</p><p><a href="{h(base)}/">Back to the dashboard</a></p></section>'
-        return self._html(base, status, body, status)
+        return self._html(base, status, self._render("message.html", status=h(status), message=h(message), base=h(base)), status)
 
     # -- pages -------------------------------------------------------------------
     def _overview(self, base: str, query: dict[str, list[str]]) -> Response:
         workflow, status, limit = _filters(query)
         client = self.client
-        runs = client.list_runs(workflow=workflow, status=status, limit=limit)
+        names = workflow_names(client)
+        pipe = client.redis.pipeline(transaction=False)
+        for name in RUN_STATUSES:
+            pipe.zcard(client.keys.runs_status(name))
+        counts = "".join(f'<a href="{h(base)}/?status={h(s)}">{badge(s)} {h(n)}</a>' for s, n in zip(RUN_STATUSES, pipe.execute()))
         queues = table(
             ("queue", "ready", "processing", "scheduled"),
             ([h(q.queue), h(q.ready), h(q.processing), h(q.scheduled)] for q in queue_counts(client)),
@@ -218,106 +215,55 @@ class Dashboard:
             ),
             "No cron triggers.",
         )
-        body = (
-            f'<div class="grid"><section><h2>Queues</h2>{queues}</section>'
-            f"<section><h2>Cron triggers</h2>{crons}</section></div>"
-            f"<section><h2>Runs</h2>{self._status_counts(base)}{self._filter_form(base, workflow, status, limit)}"
-            f"{self._runs_table(base, runs)}</section>"
-        )
+        runs = table(
+            ("run", "workflow", "status", "attempt", "created (UTC)", "duration", "error"),
+            (
+                [_run_link(base, r.id), h(r.workflow), badge(r.status), h(fmt_attempt(r)), h(fmt_time(r.created_at)),
+                 h(fmt_duration(r.started_at, r.finished_at)), h(fmt_error(r.error) if r.status == "failed" else "")]
+                for r in client.list_runs(workflow=workflow, status=status, limit=limit)
+            ),
+            "No runs match.",
+        )  # fmt: skip
+        body = self._render(
+            "overview.html", base=h(base), queues=queues, crons=crons, counts=counts, runs=runs, max_limit=MAX_LIMIT, limit=limit,
+            workflow_options=_options(names + ([workflow] if workflow and workflow not in names else []), workflow),
+            status_options=_options(RUN_STATUSES, status),
+        )  # fmt: skip
         return self._html(base, "Dashboard", body)
-
-    def _status_counts(self, base: str) -> str:
-        pipe = self.client.redis.pipeline(transaction=False)
-        for status in RUN_STATUSES:
-            pipe.zcard(self.client.keys.runs_status(status))
-        links = (
-            f'<a href="{h(base)}/?{h(urlencode({"status": s}))}">{badge(s)} {h(n)}</a>' for s, n in zip(RUN_STATUSES, pipe.execute())
-        )
-        return f'<div class="counts">{"".join(links)}</div>'
-
-    def _filter_form(self, base: str, workflow: str | None, status: str | None, limit: int) -> str:
-        def options(values: Iterable[str], chosen: str | None) -> str:
-            items = ['<option value="">all</option>']
-            items += [f'<option value="{h(v)}"{" selected" if v == chosen else ""}>{h(v)}</option>' for v in values]
-            return "".join(items)
-
-        names = workflow_names(self.client)
-        if workflow and workflow not in names:
-            names.append(workflow)
-        return (
-            f'<form class="filters" method="get" action="{h(base)}/">'
-            f'<label>workflow<select name="workflow">{options(names, workflow)}</select></label>'
-            f'<label>status<select name="status">{options(RUN_STATUSES, status)}</select></label>'
-            f'<label>limit<input type="number" name="limit" min="1" max="{MAX_LIMIT}" value="{limit}"></label>'
-            '<button type="submit">Filter</button></form>'
-        )
-
-    def _runs_table(self, base: str, runs: Sequence[Run]) -> str:
-        rows = (
-            [
-                f'<a class="mono" href="{h(_run_url(base, r.id))}">{h(r.id)}</a>',
-                h(r.workflow),
-                badge(r.status),
-                h(fmt_attempt(r)),
-                h(fmt_time(r.created_at)),
-                h(fmt_duration(r.started_at, r.finished_at)),
-                h(fmt_error(r.error) if r.status == "failed" else ""),
-            ]
-            for r in runs
-        )
-        return table(("run", "workflow", "status", "attempt", "created (UTC)", "duration", "error"), rows, "No runs match.")
 
     def _run_page(self, base: str, run_id: str, query: dict[str, list[str]]) -> Response:
         run = self.client.get_run(run_id)
         if run is None:
             raise HttpError("404 Not Found", f"No run {run_id}.")
-        steps = self.client.get_steps(run_id)
         notice = NOTICES.get(_one(query, "notice") or "")
-        parent = f'<a class="mono" href="{h(_run_url(base, run.parent_run_id))}">{h(run.parent_run_id)}</a>' if run.parent_run_id else "-"
         facts = [
             ("workflow", h(run.workflow)), ("queue", h(run.queue)), ("attempt", h(fmt_attempt(run))),
             ("created", h(fmt_time(run.created_at))), ("started", h(fmt_time(run.started_at))),
             ("finished", h(fmt_time(run.finished_at))), ("duration", h(fmt_duration(run.started_at, run.finished_at))),
-            ("parent", parent), ("cancel", h(run.cancel_reason or ("requested" if run.cancel_requested_at else "-"))),
+            ("parent", _run_link(base, run.parent_run_id) if run.parent_run_id else "-"),
+            ("cancel", h(run.cancel_reason or ("requested" if run.cancel_requested_at else "-"))),
         ]  # fmt: skip
         outcome = ""
         if run.status == "succeeded":
             outcome = f"<section><h2>Output</h2><pre>{h(pretty(run.output))}</pre></section>"
         elif run.error:
             outcome = f"<section><h2>Error</h2>{_error_html(run.error)}</section>"
-        body = (
-            f'<p><a href="{h(base)}/">&larr; all runs</a></p>'
-            f'<h1><span class="mono">{h(run.id)}</span> {badge(run.status)}</h1>'
-            + (f'<div class="notice">{h(notice)}</div>' if notice else "")
-            + '<div class="grid"><section><h2>Run</h2><dl>'
-            + "".join(f"<dt>{h(k)}</dt><dd>{v}</dd>" for k, v in facts)
-            + f"</dl></section><section><h2>Input</h2><pre>{h(pretty(run.input))}</pre></section></div>"
-            + outcome
-            + self._actions(base, run)
-            + f"<section><h2>Steps</h2>{_steps_table(steps)}</section>"
-        )
+        body = self._render(
+            "run.html", base=h(base), id=h(run.id), badge=badge(run.status), input=h(pretty(run.input)), outcome=outcome,
+            notice=f'<div class="notice">{h(notice)}</div>' if notice else "",
+            facts="".join(f"<dt>{h(k)}</dt><dd>{v}</dd>" for k, v in facts),
+            actions=self._actions(base, run), steps=_steps_table(self.client.get_steps(run_id)),
+        )  # fmt: skip
         return self._html(base, run.id, body)
 
     def _actions(self, base: str, run: Run) -> str:
-        can_cancel, can_retry = run.status not in TERMINAL_STATUSES, run.status in ("failed", "canceled")
-        if not (can_cancel or can_retry):
+        """Cancel while the run has not ended, retry once it failed or was canceled."""
+        forms = ["cancel.html"] if run.status not in TERMINAL_STATUSES else ["retry.html"] if run.status != "succeeded" else []
+        if not forms:
             return ""
         if not self.actions_enabled:
-            return f'<section><h2>Actions</h2><p class="muted">Actions are off: start the dashboard with --token or {TOKEN_ENV}.</p></section>'
-        token = '<input type="password" name="token" placeholder="dashboard token" required autocomplete="current-password">'
-        forms = []
-        if can_cancel:
-            forms.append(
-                f'<form class="action" method="post" action="{h(_run_url(base, run.id))}/cancel">{token}'
-                '<input type="text" name="reason" placeholder="reason (optional)" maxlength="200">'
-                '<button type="submit" class="danger" name="do" value="cancel">Cancel run</button></form>'
-            )
-        if can_retry:
-            forms.append(
-                f'<form class="action" method="post" action="{h(_run_url(base, run.id))}/retry">{token}'
-                '<button type="submit" name="do" value="retry">Retry run</button></form>'
-            )
-        return f"<section><h2>Actions</h2>{''.join(forms)}</section>"
+            return self._render("actions.html", forms=f'<p class="muted">{h(ACTIONS_OFF)}</p>')
+        return self._render("actions.html", forms="".join(self._render(name, run_url=h(_run_url(base, run.id))) for name in forms))
 
     # -- actions -------------------------------------------------------------------
     def _action(self, environ: dict[str, Any], base: str, run_id: str, action: str) -> Response:
@@ -337,7 +283,7 @@ class Dashboard:
 
     def _authorize(self, environ: dict[str, Any], form: dict[str, list[str]]) -> None:
         if self._token is None:
-            raise HttpError("403 Forbidden", f"Actions are off: start the dashboard with --token or {TOKEN_ENV}.")
+            raise HttpError("403 Forbidden", ACTIONS_OFF)
         given = _one(form, "token")
         auth = environ.get("HTTP_AUTHORIZATION", "")
         if given is None and auth.startswith("Bearer "):
@@ -385,6 +331,17 @@ def _read_form(environ: dict[str, Any]) -> dict[str, list[str]]:
 
 def _run_url(base: str, run_id: str) -> str:
     return f"{base}/runs/{quote(run_id, safe='')}"
+
+
+def _run_link(base: str, run_id: str) -> str:
+    return f'<a class="mono" href="{h(_run_url(base, run_id))}">{h(run_id)}</a>'
+
+
+def _options(values: Iterable[str], chosen: str | None) -> str:
+    """``<option>``s of a filter, "all" first."""
+    items = ['<option value="">all</option>']
+    items += [f'<option value="{h(v)}"{" selected" if v == chosen else ""}>{h(v)}</option>' for v in values]
+    return "".join(items)
 
 
 def _error_html(error: dict[str, Any]) -> str:
