@@ -17,7 +17,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from redflow.bench_phases import Bench, open_bench, per_run_redis, preload, wait_warm
+from redflow.bench_phases import Bench, Staged, open_bench, per_run_redis, preload, wait_warm
 from redflow.bench_probe import ServerSample, server_delta
 from redflow.bench_worker import InProcessWorker
 
@@ -42,6 +42,7 @@ class StagedRuns:
     """Runs parked in a staging list, released to a warm worker one per round."""
 
     bench: Bench
+    staged: Staged
     released: int = 0
     before: ServerSample | None = None
 
@@ -50,7 +51,7 @@ class StagedRuns:
         bench = self.bench
         if self.before is None:
             self.before = bench.probe.sample()
-        run_id = bench.probe.call("LMOVE", bench.staging_key, bench.ready_key, "RIGHT", "LEFT")
+        run_id = bench.probe.call("LMOVE", self.staged.key, bench.ready_key, "RIGHT", "LEFT")
         self.released += 1
         worker = bench.worker
         assert isinstance(worker, InProcessWorker)
@@ -72,7 +73,7 @@ class StagedRuns:
 def staged(redis_url: str, runs: int, *, steps: int = 0, replay: bool = False, concurrency: int = 1) -> Iterator[StagedRuns]:
     """``runs`` runs staged for a started, warm in-process worker."""
     with open_bench(redis_url, concurrency, steps=steps, replay=replay) as bench:
-        preload(bench, runs)
+        staged = preload(bench, runs)
         bench.worker.start()
         wait_warm(bench)
-        yield StagedRuns(bench)
+        yield StagedRuns(bench, staged)

@@ -19,14 +19,14 @@ def test_a_worker_drains_noop_runs(benchmark, redis_url, concurrency):
 
     def setup():
         bench = rounds.enter_context(open_bench(redis_url, concurrency))
-        run_ids = preload(bench, RUNS)
+        staged = preload(bench, RUNS)
         bench.worker.start()
         wait_warm(bench)
-        return (bench, run_ids), {}
+        return (bench, staged), {}
 
     with rounds:
         benchmark.pedantic(
-            lambda bench, run_ids: figures.append(drain(bench, run_ids)), setup=setup, teardown=lambda *_: rounds.close(), rounds=3
+            lambda bench, staged: figures.append(drain(bench, staged)), setup=setup, teardown=lambda *_: rounds.close(), rounds=3
         )
     best = max(figures, key=lambda f: f["runs_per_s"])
     benchmark.extra_info.update({key: best[key] for key in ("runs_per_s", "round_trips_per_run", "worker_cpu_s_per_1000_runs")})

@@ -17,7 +17,7 @@ import sys
 import urllib.parse
 from typing import Any, Iterator
 
-from . import bench_report
+from . import bench_profile, bench_report
 from .bench_phases import Bench, drain, idle, open_bench, paced, preload
 from .bench_probe import process_sample
 from .testing import RedisServer
@@ -31,6 +31,7 @@ def register(subparsers: Any) -> None:
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     p.add_argument("-c", "--concurrency", type=int, default=500, help="worker slots (default 500)")
     p.add_argument("-n", "--runs", type=int, default=20000, help="runs to drain (default 20000)")
+    p.add_argument("--repeat", type=int, default=1, help="drains of -n runs each; the median one is reported (default 1)")
     p.add_argument("--steps", type=int, default=0, help="durable steps per run (default 0: a no-op workflow)")
     p.add_argument("--replay", action="store_true", help="store every step before the drain, so that all of them replay")
     p.add_argument("--rate", type=float, default=200.0, help="runs/s of the paced phase (default 200; 0 skips it)")
@@ -40,6 +41,7 @@ def register(subparsers: Any) -> None:
                    help="in-process: hot-path timestamps; subprocess: the real worker command, CPU and memory of it alone")  # fmt: skip
     p.add_argument("--redis-url", default=None, help="use this Redis (default: start a private redis-server)")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds a phase may take (default 300)")
+    p.add_argument("--profile", metavar="PATH", help="sample the worker with py-spy during the drain (collapsed stacks to PATH)")
     p.add_argument("--json", metavar="PATH", help="save the results as JSON")
     p.add_argument("--compare", metavar="BASELINE", help="compare with saved results; exit 1 on a regression")
     p.add_argument("--max-regression", type=float, default=0.10, help="with --compare: tolerated relative loss (default 0.10)")
@@ -47,8 +49,8 @@ def register(subparsers: Any) -> None:
 
 
 def _check(args: argparse.Namespace) -> None:
-    if args.concurrency < 1 or args.runs < 1 or args.steps < 0 or args.paced_runs < 1:
-        raise SystemExit("bench: -c and -n and --paced-runs must be >= 1, --steps >= 0")
+    if min(args.concurrency, args.runs, args.repeat, args.paced_runs) < 1 or args.steps < 0:
+        raise SystemExit("bench: -c, -n, --repeat and --paced-runs must be >= 1, --steps >= 0")
     if args.replay and args.steps == 0:
         raise SystemExit("bench: --replay needs --steps K > 0")
     if args.rate < 0 or args.idle < 0 or args.max_regression < 0:
@@ -57,10 +59,14 @@ def _check(args: argparse.Namespace) -> None:
 
 def main(args: argparse.Namespace) -> int:
     _check(args)
+    if args.profile:
+        bench_profile.py_spy_binary()  # missing: say so before measuring
     baseline = bench_report.load(args.compare) if args.compare else None  # a bad baseline fails before measuring
     with _redis(args.redis_url) as url:
         result = measure(args, url)
     print(bench_report.render(result), flush=True)
+    if "profile" in result:
+        print(bench_profile.render(result["profile"]))
     if args.json:
         bench_report.save(result, args.json)
         print(f"saved {args.json}")
@@ -85,9 +91,13 @@ def measure(args: argparse.Namespace, url: str) -> dict[str, Any]:
     options = dict(steps=args.steps, replay=args.replay, subprocess=args.worker == "subprocess", timeout_s=args.timeout)
     with open_bench(url, args.concurrency, progress=sys.stderr, cleanup=bool(args.redis_url), **options) as bench:
         result: dict[str, Any] = {"version": 1, "meta": _meta(args, bench, url)}
-        run_ids = preload(bench, args.runs)
+        batches = [preload(bench, args.runs) for _ in range(args.repeat)]
         bench.worker.start()
-        result["drain"] = drain(bench, run_ids)
+        drains = [drain(bench, staged, args.profile if index == 0 else None) for index, staged in enumerate(batches)]
+        result["drain"] = dict(sorted(drains, key=lambda d: d["runs_per_s"])[len(drains) // 2])
+        result["drain"]["repeats_runs_per_s"] = [d["runs_per_s"] for d in drains]
+        if args.profile:
+            result["profile"] = bench_profile.summarize(args.profile)
         if args.rate > 0:
             result["paced"] = paced(bench, args.paced_runs, args.rate)
         if args.idle > 0:
@@ -106,6 +116,7 @@ def _meta(args: argparse.Namespace, bench: Bench, url: str) -> dict[str, Any]:
         "workflow": bench.workflow,
         "concurrency": args.concurrency,
         "runs": args.runs,
+        "repeat": args.repeat,
         "steps": args.steps,
         "replay": args.replay,
         "rate": args.rate,

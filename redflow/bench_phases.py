@@ -2,7 +2,7 @@
 
 - **drain**: N runs wait in a staging list while the worker warms up (every
   slot blocked in its claim); one RENAME hands them all over at once, and the
-  worker drains them. Throughput, dequeue-to-finalize under full load, Redis
+  worker drains them. Several drains are staged before the worker starts. Throughput, dequeue-to-finalize under full load, Redis
   commands and round trips per run, worker and Redis CPU per 1,000 runs.
 - **paced**: runs enqueued at a steady rate, each with a waiter blocked in
   ``handle.result()``: enqueue-to-start, dequeue-to-finalize and
@@ -23,6 +23,7 @@ import gevent
 from gevent.pool import Group
 
 from . import bench_app
+from .bench_profile import recording
 from .bench_probe import Probe, ServerDelta, Timing, percentiles, process_sample, server_delta
 from .bench_worker import BenchTimeout, BenchWorker, InProcessWorker, SubprocessWorker
 from .client import RedflowClient, RunHandle
@@ -53,9 +54,15 @@ class Bench:
     def ready_key(self) -> str:
         return self.client.keys.queue_ready(bench_app.QUEUE)
 
-    @property
-    def staging_key(self) -> str:
-        return self.ready_key + ":bench-staging"
+    staged_batches: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Staged:
+    """Runs parked in a list of their own until a drain hands them to the worker."""
+
+    run_ids: list[str]
+    key: str
 
 
 @contextlib.contextmanager
@@ -125,8 +132,8 @@ class Progress:
 # -- drain -------------------------------------------------------------------
 
 
-def preload(bench: Bench, count: int) -> list[str]:
-    """Enqueue ``count`` runs (the worker must not run yet) and park them in staging."""
+def preload(bench: Bench, count: int) -> Staged:
+    """Enqueue ``count`` runs (the worker must not run yet) and park them in a staging list."""
     inputs = [bench_app.run_input(bench.steps)] * count
     run_ids = [handle.id for handle in bench.client.run_many(bench.workflow, inputs)]
     if bench.replay:
@@ -137,8 +144,10 @@ def preload(bench: Bench, count: int) -> list[str]:
             if len(pipe) >= 500:
                 pipe.execute()
         pipe.execute()
-    bench.probe.call("RENAME", bench.ready_key, bench.staging_key)
-    return run_ids
+    staged = Staged(run_ids, f"{bench.ready_key}:bench-staging:{bench.staged_batches}")
+    bench.staged_batches += 1
+    bench.probe.call("RENAME", bench.ready_key, staged.key)
+    return staged
 
 
 def wait_warm(bench: Bench) -> None:
@@ -151,18 +160,22 @@ def wait_warm(bench: Bench) -> None:
         gevent.sleep(0.05)
 
 
-def drain(bench: Bench, run_ids: list[str]) -> dict[str, Any]:
-    """Release the staged runs at once and measure the worker draining them."""
+def drain(bench: Bench, staged: Staged, profile_path: str | None = None) -> dict[str, Any]:
+    """Release the staged runs at once and measure the worker draining them
+    (sampled by py-spy into ``profile_path`` if given)."""
+    run_ids = staged.run_ids
     count = len(run_ids)
+    profiling = recording(profile_path, bench.worker.pid) if profile_path else contextlib.nullcontext()
     wait_warm(bench)
-    base = bench.worker.done_count()
-    before, proc_before = bench.probe.sample(), process_sample(bench.worker.pid)
-    released = time.time()
-    bench.probe.call("RENAME", bench.staging_key, bench.ready_key)
-    progress = Progress(count, "drain", bench.progress)
-    bench.worker.wait_done(base + count, bench.timeout_s, tick=lambda done: progress.update(done - base))
-    progress.close()
-    after, proc_after = bench.probe.sample(), process_sample(bench.worker.pid)
+    with profiling:
+        base = bench.worker.done_count()
+        before, proc_before = bench.probe.sample(), process_sample(bench.worker.pid)
+        released = time.time()
+        bench.probe.call("RENAME", staged.key, bench.ready_key)
+        progress = Progress(count, "drain", bench.progress)
+        bench.worker.wait_done(base + count, bench.timeout_s, tick=lambda done: progress.update(done - base))
+        progress.close()
+        after, proc_after = bench.probe.sample(), process_sample(bench.worker.pid)
     timings = _succeeded_timings(bench, run_ids).values()
     elapsed = max(1e-3, max(t.finished_at for t in timings) - released)
     delta = server_delta(before, after)

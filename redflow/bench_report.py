@@ -145,7 +145,9 @@ def _split(by_command: dict[str, float], unit: str, most: int = 10) -> str:
 
 
 def _drain_lines(drain: dict[str, Any]) -> Iterator[str]:
-    yield f"drain   {drain['runs_per_s']:10,.0f} runs/s  ({drain['runs']} runs in {drain['seconds']:.2f} s)"
+    repeats = drain.get("repeats_runs_per_s", [])
+    spread = f"; the median of {len(repeats)} drains, {min(repeats):,.0f} .. {max(repeats):,.0f}" if len(repeats) > 1 else ""
+    yield f"drain   {drain['runs_per_s']:10,.0f} runs/s  ({drain['runs']} runs in {drain['seconds']:.2f} s{spread})"
     yield f"        dequeue->finalize (full load)  {_ms(drain['dequeue_to_finalize_ms'])}"
     yield f"        Redis round trips / run  {drain['round_trips_per_run']:.2f}   commands / run  {drain['commands_per_run']:.2f}"
     yield f"          ({_split(drain['commands_per_run_by_command'], 'per run; includes the commands scripts call')})"

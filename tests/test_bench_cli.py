@@ -8,6 +8,7 @@ import pytest
 from helpers import CLI, ROOT
 from redflow import codec
 from redflow.bench_probe import percentiles
+from redflow.bench_profile import summarize
 from redflow.bench_report import COMPARED, HIGHER, LOWER, compare, figure
 
 SMALL = ["-n", "200", "-c", "20", "--rate", "400", "--paced-runs", "40", "--idle", "0.5"]
@@ -75,9 +76,9 @@ def test_compare_exits_non_zero_past_the_bound_and_zero_within_it(small_run, tmp
     assert failed.returncode == 1, failed.stdout + failed.stderr
     assert "REGRESSED" in failed.stdout and "drain.runs_per_s" in failed.stdout.split("regression(s):")[1]
 
-    passed = bench(*TINY, "--compare", str(generous), "--max-regression", "0.10")
+    passed = bench(*TINY, "--repeat", "2", "--compare", str(generous), "--max-regression", "0.10")
     assert passed.returncode == 0, passed.stdout + passed.stderr
-    assert "no regression" in passed.stdout
+    assert "no regression" in passed.stdout and "the median of 2 drains" in passed.stdout
 
 
 def test_a_bench_of_a_worker_subprocess_reads_its_cpu_and_memory(tmp_path):
@@ -127,3 +128,16 @@ def test_percentiles_interpolate_between_ranks_in_ms():
     stats = percentiles([i / 1000.0 for i in range(101)])  # 0 .. 100 ms
     assert stats == pytest.approx({"p50": 50.0, "p95": 95.0, "p99": 99.0, "max": 100.0})
     assert percentiles([]) == {}
+
+
+def test_a_profile_summary_adds_up_samples_by_function(tmp_path):
+    raw = tmp_path / "profile.raw"
+    raw.write_text(
+        "Worker._slot (redflow/worker.py:10);SlotConnection.execute (redflow/connection.py:96) 30\n"
+        "Worker._slot (redflow/worker.py:12);SocketMixin.send (gevent/_socketcommon.py:716) 50\n"
+        "Hub.run (gevent/hub.py:647) 20\n"
+    )
+    profile = summarize(str(raw))
+    assert profile["samples"] == 100
+    assert profile["self"][0] == [50.0, "SocketMixin.send (gevent/_socketcommon.py)"]
+    assert profile["inclusive_redflow"][0] == [80.0, "Worker._slot (redflow/worker.py)"]  # both lines of it
