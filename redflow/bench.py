@@ -125,7 +125,6 @@ def _meta(args: argparse.Namespace, bench: Bench, url: str) -> dict[str, Any]:
     }
 
 
-
 def _without_credentials(url: str) -> str:
     """The URL for the record, its user and password left out."""
     parts = urllib.parse.urlsplit(url)

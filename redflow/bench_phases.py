@@ -2,8 +2,10 @@
 
 - **drain**: N runs wait in a staging list while the worker warms up (every
   slot blocked in its claim); one RENAME hands them all over at once, and the
-  worker drains them. Several drains are staged before the worker starts. Throughput, dequeue-to-finalize under full load, Redis
+  worker drains them: throughput, dequeue-to-finalize under full load, Redis
   commands and round trips per run, worker and Redis CPU per 1,000 runs.
+  Every drain is staged before the worker starts, so that none waits on the
+  producer and the producer never competes with the worker.
 - **paced**: runs enqueued at a steady rate, each with a waiter blocked in
   ``handle.result()``: enqueue-to-start, dequeue-to-finalize and
   enqueue-to-result under light load. Enqueue times are taken by the
@@ -45,6 +47,7 @@ class Bench:
     replay: bool = False
     timeout_s: float = 300.0
     progress: TextIO | None = None
+    staged_batches: int = 0
 
     @property
     def workflow(self) -> str:
@@ -53,8 +56,6 @@ class Bench:
     @property
     def ready_key(self) -> str:
         return self.client.keys.queue_ready(bench_app.QUEUE)
-
-    staged_batches: int = 0
 
 
 @dataclass(frozen=True, slots=True)

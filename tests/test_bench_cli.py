@@ -104,6 +104,12 @@ def test_a_bench_with_steps_counts_their_writes_and_a_replayed_one_does_not(tmp_
     assert trips["replayed"] + 2 < trips["first"]  # three step writes fewer
 
 
+def test_a_bench_on_a_given_redis_leaves_none_of_its_keys_there(redis_url, r):
+    done = bench(*TINY, "--redis-url", redis_url)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "127.0.0.1" in done.stdout and r.keys("redflow-bench:*") == []
+
+
 def test_bench_refuses_replay_without_steps():
     done = bench("--replay", *TINY)
     assert done.returncode != 0 and "--replay needs --steps" in done.stderr
