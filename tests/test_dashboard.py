@@ -10,7 +10,7 @@ import gevent
 import pytest
 
 from helpers import CLI, ROOT, wait_until
-from redflow import RedflowError, define_workflow
+from redflow import RedflowError, create_client, define_workflow
 from redflow.dashboard import Dashboard, serve
 from redflow.testing import free_port
 
@@ -186,3 +186,29 @@ def _answers(port):
         return request(port, "GET", "/static/style.css")[0] == 200
     except OSError:  # not listening yet
         return False
+
+
+def test_bad_requests_and_an_unreachable_or_corrupt_redis_get_clear_pages(dashboard, runs, client, r, redis_url, prefix):
+    port = dashboard()
+    status, _, page = request(port, "GET", "/?" + urlencode({"workflow": "w" * 201}))
+    assert status == 400 and "The workflow name is too long." in page
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:  # a form that is not UTF-8
+        conn.request("POST", f"/runs/{runs['queued']}/cancel", body=b"token=\xff\xfe", headers={"Content-Type": "application/x-www-form-urlencoded"})
+        resp = conn.getresponse()
+        assert resp.status == 400 and "The form is not valid." in resp.read().decode()
+    finally:
+        conn.close()
+
+    r.hset(client.keys.run(runs["ok"]), "status", "exploded")
+    status, _, page = request(port, "GET", f"/runs/{runs['ok']}")
+    assert status == 500 and "Cannot show this: run " in page and "unknown status &#x27;exploded&#x27;" in page
+
+    dead = create_client(f"redis://127.0.0.1:{free_port()}/0", prefix=prefix)
+    server = serve(dead, "127.0.0.1", 0, token=TOKEN)
+    try:
+        status, _, page = request(server.server_port, "GET", "/")
+        assert status == 503 and "Redis is unavailable" in page
+    finally:
+        server.stop(timeout=1)
+        dead.close()

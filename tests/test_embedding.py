@@ -86,6 +86,12 @@ def test_the_example_app_runs_workflows_in_process_and_its_worker_stops_with_the
 
     assert call(srv.base + "/runs", {"name": ""}) == (400, {"error": "Workflow input validation failed: input needs a non-empty string 'name'"})
     assert call(srv.base + "/runs/run_nope")[0] == 404
+    assert call(f"{srv.base}/runs/{started['id']}?wait=soon") == (400, {"error": "wait must be a number of seconds"})
+    request = urllib.request.Request(srv.base + "/runs", data=b"{not json", method="POST")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=30)
+    assert refused.value.code == 400 and "unexpected character" in orjson.loads(refused.value.read())["error"]
+    refused.value.close()
 
     _, slow = call(srv.base + "/runs", {"name": "Bob", "pause_s": 1.5})
     wait_until(lambda: client.get_run(slow["id"]).status == "running", timeout=20, message="the slow run to start")

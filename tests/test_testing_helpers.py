@@ -151,6 +151,17 @@ def test_failures_end_the_run_as_on_a_worker(registry):
     with pytest.raises(RedflowError, match="max_attempts must be an int >= 1"):
         run_inline(doomed, max_attempts=0)
 
+    @define_workflow("bad-events", registry=registry, max_attempts=1)
+    def bad_events(ctx):
+        if ctx.input == "no-time":
+            ctx.step.schedule_event("later", "e", {}, at=None)
+        ctx.step.emit_event("now", "", {})
+
+    with pytest.raises(RedflowError, match="schedule_event needs at="):
+        run_inline(bad_events, "no-time")
+    with pytest.raises(RedflowError, match="an event needs a non-empty name"):
+        run_inline(bad_events, "no-name")
+
 
 def test_inline_and_worker_runs_store_the_same_steps(start, registry, client):
     @define_workflow("same", registry=registry)
