@@ -3,7 +3,7 @@
 Install the ``metrics`` extra (``prometheus_client``). The observer keeps
 its own ``CollectorRegistry`` (not prometheus_client's global one), so two
 workers in one process never clash. Counters and histograms move on the
-worker's hot path (one dict lookup and a lock-free increment each); the
+worker's hot path (a label lookup and an increment each, nothing that waits); the
 in-flight gauge is read from ``worker.in_flight`` only when scraped.
 
 Step durations are labelled by workflow and status, not by step name:

@@ -22,7 +22,7 @@ from redflow.dashboard import NOTICES, serve
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 TOKEN = "browser-test-token-0123"
 FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-         "--disable-sync", "--no-first-run", "--window-size=1360,900")  # fmt: skip
+         "--disable-sync", "--no-first-run", "--disable-dev-shm-usage", "--window-size=1360,900")  # fmt: skip
 
 
 @pytest.fixture
