@@ -114,7 +114,8 @@ def render_comparison(rows: list[Comparison], max_regression: float, baseline_pa
     lines = [f"compared with {baseline_path} (a figure regresses when worse by more than {max_regression:.0%}):"]
     for row in rows:
         mark = "REGRESSED" if row.regressed else "ok"
-        lines.append(f"  {row.path:<40} {row.baseline:>12.4g} -> {row.current:<12.4g} {row.change:+8.1%} worse  {mark}")
+        change = f"{abs(row.change):7.1%} {'worse' if row.change > 0 else 'better'}" if row.change else "   same"
+        lines.append(f"  {row.path:<40} {row.baseline:>12.4g} -> {row.current:<12.4g} {change:<14} {mark}")
     regressed = [row.path for row in rows if row.regressed]
     lines.append(f"{len(regressed)} regression(s): {', '.join(regressed)}" if regressed else "no regression")
     if not rows:
