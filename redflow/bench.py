@@ -23,12 +23,18 @@ from .bench_probe import process_sample
 from .testing import RedisServer
 
 EXIT_REGRESSION = 1
+DESCRIPTION = (
+    "Start a private redis-server (or use --redis-url) and a worker on the bench workflows, drain -n runs, "
+    "run a paced load (--rate) and an idle spell (--idle), and print throughput, latency percentiles, Redis "
+    "round trips and commands per run, CPU per 1,000 runs and memory. --json saves the figures; --compare "
+    "exits 1 when one is worse than the baseline's by more than --max-regression."
+)
 
 
 def register(subparsers: Any) -> None:
     """Add the ``bench`` sub-command (see ``redflow.cli.COMMAND_MODULES``)."""
     p = subparsers.add_parser("bench", help="measure a worker: throughput, latency, Redis commands, CPU, memory",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+                              description=DESCRIPTION)  # fmt: skip
     p.add_argument("-c", "--concurrency", type=int, default=500, help="worker slots (default 500)")
     p.add_argument("-n", "--runs", type=int, default=20000, help="runs to drain (default 20000)")
     p.add_argument("--repeat", type=int, default=1, help="drains of -n runs each; the median one is reported (default 1)")
