@@ -33,7 +33,7 @@ from .step import RunningStep, StepApi, load_step_cache
 
 if TYPE_CHECKING:
     from .client import RedflowClient
-    from .connection import SlotConnection
+    from .slot_connection import ClusterSlotConnection, SlotConnection
     from .keys import Keys
     from .lease import LeaseKeeper
     from .registry import Registry, Workflow
@@ -134,7 +134,7 @@ def _error_json(err: BaseException) -> str:
 class Attempt:
     """One execution attempt of one run, on one slot's connection."""
 
-    def __init__(self, rt: Runtime, conn: SlotConnection, queue: str, run_id: str, claimed_at: float | None = None) -> None:
+    def __init__(self, rt: Runtime, conn: SlotConnection | ClusterSlotConnection, queue: str, run_id: str, claimed_at: float | None = None) -> None:
         self.rt = rt
         self.claimed_at = claimed_at if claimed_at is not None else time.time()
         self.started_at = 0.0
@@ -298,7 +298,7 @@ class Attempt:
 
     def _release_lease(self) -> None:
         try:
-            self.rt.scripts.unlock(lease_key=self.rt.keys.run_lease(self.run_id), token=self.token, conn=self.conn)
+            self.rt.scripts.unlock(lease_key=self.rt.keys.run_lease(self.run_id, self.queue), token=self.token, conn=self.conn)
         except Exception as exc:  # the lease expires by itself; unlocking only speeds recovery up
             log.info("run %s: could not release its lease (%s)", self.run_id, exc)
 
@@ -328,7 +328,9 @@ class Attempt:
 
     def save_step(self, name: str, step_json: str) -> None:
         """Record a step, fenced by the lease; a pending cancel stops the run here."""
-        state, cancel_at = self.rt.scripts.save_step(run_id=self.run_id, token=self.token, name=name, step_json=step_json, conn=self.conn)
+        state, cancel_at = self.rt.scripts.save_step(
+            run_id=self.run_id, queue=self.queue, token=self.token, name=name, step_json=step_json, lease_ms=self.rt.lease_ms, conn=self.conn
+        )
         if state == "stale":
             self.interrupt(LEASE_LOST)
         elif cancel_at:

@@ -6,12 +6,14 @@ call is cooperative. One client is safe to share between greenlets.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import time
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from . import clock, codec
-from .connection import create_redis, resolve_prefix
+from .connection import create_redis, is_cluster, resolve_prefix
 from .errors import (
     CanceledError,
     CorruptDataError,
@@ -24,7 +26,7 @@ from .errors import (
     UnknownWorkflowError,
     error_to_json,
 )
-from .keys import TERMINAL_STATUSES, Keys, event_run_idempotency_key, new_id
+from .keys import RUN_STATUSES, TERMINAL_STATUSES, Keys, event_run_idempotency_key, new_id
 from .models import EventDef, Run, RunField, Step, WorkflowField, max_attempts_of
 from .registry import Registry, Workflow, get_default_registry
 from .scripts import Scripts
@@ -124,10 +126,11 @@ class RedflowClient:
     def __init__(self, redis: Any, *, prefix: str | None = None, registry: Registry | None = None, owns_redis: bool = False) -> None:
         self.redis = create_redis(redis_client=redis)
         self.prefix = resolve_prefix(prefix)
-        self.keys = Keys(self.prefix)
+        self.keys = Keys(self.prefix, cluster=is_cluster(self.redis))
         self.scripts = Scripts(self.redis, self.keys)
         self.registry = registry
         self._owns_redis = owns_redis or self.redis is not redis
+        self._queue_cache: dict[str, str] = {}
 
     def __repr__(self) -> str:
         return f"RedflowClient(prefix={self.prefix!r})"
@@ -233,8 +236,9 @@ class RedflowClient:
                 parent_run_id=parent_run_id or "",
             )
             if state == "created":
+                self._record_queue(run_id, queue or target.queue)
                 return RunHandle(self, run_id)
-            existing_status = self.redis.hget(self.keys.run(run_id), RunField.STATUS)
+            existing_status = self.redis.hget(self.keys.run(run_id, queue or target.queue), RunField.STATUS)
             if existing_status and existing_status not in ("failed", "canceled"):
                 return RunHandle(self, run_id)
             replace_id = run_id
@@ -244,6 +248,8 @@ class RedflowClient:
         """Start many runs of one workflow, one pipelined round trip per
         ``batch`` runs (no idempotency keys, no delays): bulk loads and benches."""
         target = self.resolve_workflow(workflow)
+        if self.keys.cluster:
+            self.scripts.load_all()  # a cluster pipeline does not load scripts by itself
         handles: list[RunHandle] = []
         pipe = self.redis.pipeline(transaction=False)
         for value in inputs:
@@ -260,6 +266,7 @@ class RedflowClient:
                 idempotency_ttl_s=IDEMPOTENCY_TTL_S,
                 conn=pipe,
             )
+            self._record_queue(run_id, target.queue, pipe=pipe)
             handles.append(RunHandle(self, run_id))
             if len(pipe) >= batch:
                 pipe.execute()
@@ -267,9 +274,57 @@ class RedflowClient:
             pipe.execute()
         return handles
 
+    # -- where runs live ---------------------------------------------------
+    def _record_queue(self, run_id: str, queue: str, pipe: Any = None) -> None:
+        """Cluster mode: remember the run's queue (its hash slot) by id."""
+        if not self.keys.cluster:
+            return
+        self._queue_cache[run_id] = queue
+        target = pipe if pipe is not None else self.redis.pipeline(transaction=False)
+        target.hset(self.keys.run_queues(), run_id, queue)
+        target.sadd(self.keys.queues(), queue)
+        if pipe is None:
+            target.execute()
+
+    def _slot_queue(self, run_id: str) -> tuple[bool, str | None]:
+        """What a run's keys need: ``(True, None)`` outside cluster mode; in it,
+        ``(found, queue)`` from the run-queues hash (cached: a run never moves)."""
+        if not self.keys.cluster:
+            return True, None
+        queue = self._queue_cache.get(run_id)
+        if queue is None:
+            queue = self.redis.hget(self.keys.run_queues(), run_id)
+            if queue is None:
+                return False, None
+            if len(self._queue_cache) > _QUEUE_CACHE_MAX:
+                self._queue_cache.clear()
+            self._queue_cache[run_id] = queue
+        return True, queue
+
+    def queue_of(self, run_id: str) -> str | None:
+        """The queue of a run, or ``None`` if there is no such run."""
+        found, queue = self._slot_queue(run_id)
+        if not found:
+            return None
+        return queue if queue is not None else self.redis.hget(self.keys.run(run_id), RunField.QUEUE)
+
+    def known_queues(self) -> list[str]:
+        """Queues that have runs (cluster mode: the queues set) or workflows."""
+        queues = set(self.redis.smembers(self.keys.queues())) if self.keys.cluster else set()
+        names = sorted(self.redis.smembers(self.keys.workflows()))
+        if names:
+            pipe = self.redis.pipeline(transaction=False)
+            for name in names:
+                pipe.hget(self.keys.workflow(name), WorkflowField.QUEUE)
+            queues.update(q for q in pipe.execute() if q)
+        return sorted(queues)
+
     # -- reading runs ------------------------------------------------------
     def read_state(self, run_id: str) -> RunState | None:
-        status, output_json, error_json, cancel_reason, queue = self.redis.hmget(self.keys.run(run_id), _RESULT_FIELDS)
+        found, slot_queue = self._slot_queue(run_id)
+        if not found:
+            return None
+        status, output_json, error_json, cancel_reason, queue = self.redis.hmget(self.keys.run(run_id, slot_queue), _RESULT_FIELDS)
         if status is None:
             return None
         return RunState(run_id, status, queue or "default", output_json, error_json, cancel_reason or None)
@@ -281,7 +336,7 @@ class RedflowClient:
         ``assist(state) -> bool`` may run a pending run itself (inline child)."""
         deadline = time.monotonic() + timeout
         slice_s = _WAIT_SLICE_MIN_S
-        done_key = self.keys.run_done(run_id)
+        done_key = ""
         while True:
             state = self.read_state(run_id)
             if state is None:
@@ -293,52 +348,71 @@ class RedflowClient:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError(f"Timed out waiting for run result ({run_id})")
+            done_key = done_key or self.keys.run_done(run_id, state.queue)
             self.redis.blmove(done_key, done_key, min(remaining, slice_s), "RIGHT", "LEFT")
             slice_s = min(slice_s * 2, _WAIT_SLICE_MAX_S)
 
     def get_run(self, run_id: str) -> Run | None:
-        fields = self.redis.hgetall(self.keys.run(run_id))
+        found, queue = self._slot_queue(run_id)
+        fields = self.redis.hgetall(self.keys.run(run_id, queue)) if found else None
         return Run.from_hash(run_id, fields) if fields else None
 
     def get_steps(self, run_id: str) -> list[Step]:
-        raw = self.redis.hgetall(self.keys.run_steps(run_id))
+        found, queue = self._slot_queue(run_id)
+        raw = self.redis.hgetall(self.keys.run_steps(run_id, queue)) if found else {}
         return sorted((Step.from_json(name, value) for name, value in raw.items()), key=lambda s: (s.seq, s.name))
+
+    def count_runs(self, status: str) -> int:
+        """How many runs are in ``status`` (all queues)."""
+        _check_status(status)
+        queues: list[str | None] = list(self.known_queues()) if self.keys.cluster else [None]
+        pipe = self.redis.pipeline(transaction=False)
+        for queue in queues:
+            pipe.zcard(self.keys.runs_status(status, queue))
+        return sum(pipe.execute())
 
     def list_runs(self, workflow: str | None = None, status: str | None = None, limit: int = 100) -> list[Run]:
         """Newest first. Runs whose hash is gone are skipped; a corrupt one raises."""
-        if status is not None and status not in _STATUS_SET:
-            raise RedflowError(f"unknown run status {status!r}")
+        if status is not None:
+            _check_status(status)
+        queues: list[str | None] = list(self.known_queues()) if self.keys.cluster else [None]
         if workflow is not None:
-            index = self.keys.workflow_runs(workflow)
+            indexes = [(q, self.keys.workflow_runs(workflow, q)) for q in queues]
         elif status is not None:
-            index = self.keys.runs_status(status)
+            indexes = [(q, self.keys.runs_status(status, q)) for q in queues]
         else:
-            index = self.keys.runs_created()
+            indexes = [(q, self.keys.runs_created(q)) for q in queues]
+        newest = heapq.merge(*(self._index_desc(q, index, max(limit, 50)) for q, index in indexes), key=lambda e: -e[0])
         runs: list[Run] = []
-        start, batch = 0, max(limit, 50)
         while len(runs) < limit:
-            ids = self.redis.zrevrange(index, start, start + batch - 1)
-            if not ids:
+            page = list(itertools.islice(newest, max(limit - len(runs), 50)))
+            if not page:
                 break
-            start += batch
             pipe = self.redis.pipeline(transaction=False)
-            for run_id in ids:
-                pipe.hgetall(self.keys.run(run_id))
-            for run_id, fields in zip(ids, pipe.execute()):
-                if not fields:
-                    continue
-                run = Run.from_hash(run_id, fields)
-                if status is None or run.status == status:
-                    runs.append(run)
-                    if len(runs) == limit:
-                        break
-        return runs
+            for _, run_id, queue in page:
+                pipe.hgetall(self.keys.run(run_id, queue))
+            for (_, run_id, _), fields in zip(page, pipe.execute()):
+                if fields:
+                    run = Run.from_hash(run_id, fields)
+                    if status is None or run.status == status:
+                        runs.append(run)
+        return runs[:limit]
+
+    def _index_desc(self, queue: str | None, index: str, batch: int) -> Iterator[tuple[float, str, str | None]]:
+        start = 0
+        while True:
+            page = self.redis.zrevrange(index, start, start + batch - 1, withscores=True)
+            for run_id, score in page:
+                yield score, run_id, queue
+            if len(page) < batch:
+                return
+            start += batch
 
     # -- cancel ------------------------------------------------------------
     def cancel(self, run_id: str, reason: str | None = None) -> bool:
         """Cancel a run: ``True`` if it is canceled now or its worker was told
         to stop it; ``False`` if it already ended or does not exist."""
-        queue = self.redis.hget(self.keys.run(run_id), RunField.QUEUE)
+        queue = self.queue_of(run_id)
         if queue is None:
             return False
         message = f"Run canceled: {reason}" if reason else "Run canceled"
@@ -350,7 +424,7 @@ class RedflowClient:
         """Run a failed or canceled run again under the same id: its succeeded
         steps replay, and it gets a fresh attempt budget. ``False`` if the
         run is missing or not failed/canceled."""
-        queue = self.redis.hget(self.keys.run(run_id), RunField.QUEUE)
+        queue = self.queue_of(run_id)
         if queue is None:
             return False
         state, _ = self.scripts.retry_run(run_id=run_id, queue=queue, now=clock.now_ms())
@@ -408,7 +482,13 @@ class RedflowClient:
         sync_registry(self, registry if registry is not None else get_default_registry())
 
 
-_STATUS_SET = frozenset(("scheduled", "queued", "running", "succeeded", "failed", "canceled"))
+_STATUS_SET = frozenset(RUN_STATUSES)
+_QUEUE_CACHE_MAX = 100_000
+
+
+def _check_status(status: str) -> None:
+    if status not in _STATUS_SET:
+        raise RedflowError(f"unknown run status {status!r}")
 
 
 def _available_at(delay: float | None, run_at: float | None) -> int | None:
@@ -422,12 +502,19 @@ def _available_at(delay: float | None, run_at: float | None) -> int | None:
 
 
 def create_client(
-    url: str | None = None, *, redis: Any = None, prefix: str | None = None, registry: Registry | None = None
+    url: str | None = None,
+    *,
+    redis: Any = None,
+    prefix: str | None = None,
+    registry: Registry | None = None,
+    cluster: bool = False,
 ) -> RedflowClient:
-    """A client for ``url`` (default ``REDIS_URL`` or local) or an existing redis-py client."""
+    """A client for ``url`` (default ``REDIS_URL`` or local; ``redis+cluster://`` and
+    ``redis+sentinel://`` URLs work, as does ``cluster=True``) or an existing
+    redis-py ``Redis`` / ``RedisCluster``."""
     if redis is not None:
         return RedflowClient(redis, prefix=prefix, registry=registry)
-    return RedflowClient(create_redis(url), prefix=prefix, registry=registry, owns_redis=True)
+    return RedflowClient(create_redis(url, cluster=cluster), prefix=prefix, registry=registry, owns_redis=True)
 
 
 _default_client: RedflowClient | None = None

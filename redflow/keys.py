@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 from typing import Final
 
+from .errors import RedflowError
+
 DEFAULT_PREFIX: Final = "redflow:v1"
 
 RUN_STATUSES: Final = ("scheduled", "queued", "running", "succeeded", "failed", "canceled")
@@ -27,17 +29,44 @@ def enc(value: str) -> str:
 
 
 class Keys:
-    """Key builder for one prefix. Each method documents the Redis type it names."""
+    """Key builder for one prefix. Each method documents the Redis type it names.
 
-    __slots__ = ("prefix", "_p", "_status")
+    **Redis Cluster** (``cluster=True``). Every Lua script must touch keys of
+    one hash slot, and the scripts that matter (claim, start, settle, cancel,
+    promote, reap, inline claim) each touch one run *and* its queue. So in
+    cluster mode a queue and everything of the runs in it share the hash tag
+    ``{q:<queue>}``: ``P:{q:emails}:ready``, ``P:{q:emails}:run:<id>``,
+    ``P:{q:emails}:run:<id>:steps``, and the status / created / per-workflow
+    indexes and idempotency keys become per queue (``P:{q:emails}:runs:status:queued``).
+    Queues are the unit of scale: different queues land on different
+    masters, and BLMOVE on a queue goes to the master of its slot. Keys no
+    script combines (workflow metadata, cron and event definitions, the cron
+    lock) stay untagged. Two additions locate runs by id alone:
+    ``P:run-queues`` (hash run id -> queue) and ``P:queues`` (set of queue names).
+    Without ``cluster`` the layout is exactly DATA_MODEL.md's, and ``queue``
+    arguments of run keys are ignored.
+    """
 
-    def __init__(self, prefix: str = DEFAULT_PREFIX) -> None:
+    __slots__ = ("prefix", "cluster", "_p", "_status")
+
+    def __init__(self, prefix: str = DEFAULT_PREFIX, *, cluster: bool = False) -> None:
         self.prefix = prefix.rstrip(":") or DEFAULT_PREFIX
+        self.cluster = cluster
         self._p = self.prefix + ":"
-        self._status = [self.runs_status(s) for s in RUN_STATUSES]
+        self._status = [f"{self._p}runs:status:{s}" for s in RUN_STATUSES]
 
     def __repr__(self) -> str:
-        return f"Keys({self.prefix!r})"
+        return f"Keys({self.prefix!r}{', cluster=True' if self.cluster else ''})"
+
+    def _scoped(self, queue: str | None) -> str:
+        """``P:`` or, in cluster mode, ``P:{q:<queue>}:``: where queue-scoped keys start."""
+        if not self.cluster:
+            return self._p
+        if not queue:
+            raise RedflowError("in cluster mode, run and queue keys need the run's queue")
+        if "{" in queue or "}" in queue:
+            raise RedflowError(f"queue names may not contain braces in cluster mode: {queue!r}")
+        return f"{self._p}{{q:{queue}}}:"
 
     # -- workflows ---------------------------------------------------------
     def workflows(self) -> str:
@@ -48,40 +77,40 @@ class Keys:
         """hash: workflow metadata (name, queue, maxAttempts, updatedAt, cronJson, ...)."""
         return f"{self._p}workflow:{name}"
 
-    def workflow_runs(self, name: str) -> str:
-        """zset: run id -> createdAt ms, runs of one workflow."""
-        return f"{self._p}workflow-runs:{name}"
+    def workflow_runs(self, name: str, queue: str | None = None) -> str:
+        """zset: run id -> createdAt ms, runs of one workflow (cluster: of one queue)."""
+        return f"{self._scoped(queue)}workflow-runs:{name}"
 
     # -- runs --------------------------------------------------------------
-    def runs_created(self) -> str:
-        """zset: run id -> createdAt ms, all runs."""
-        return self._p + "runs:created"
+    def runs_created(self, queue: str | None = None) -> str:
+        """zset: run id -> createdAt ms, all runs (cluster: of one queue)."""
+        return self._scoped(queue) + "runs:created"
 
-    def runs_status(self, status: str) -> str:
-        """zset: run id -> ms the run entered ``status``."""
-        return f"{self._p}runs:status:{status}"
+    def runs_status(self, status: str, queue: str | None = None) -> str:
+        """zset: run id -> ms the run entered ``status`` (cluster: of one queue)."""
+        if not self.cluster:
+            return f"{self._p}runs:status:{status}"
+        return f"{self._scoped(queue)}runs:status:{status}"
 
-    def all_runs_status(self) -> list[str]:
+    def all_runs_status(self, queue: str | None = None) -> list[str]:
         """The six ``runs:status:*`` zsets in :data:`RUN_STATUSES` order."""
-        return self._status
+        if not self.cluster:
+            return self._status
+        return [self.runs_status(s, queue) for s in RUN_STATUSES]
 
-    def run_prefix(self) -> str:
-        """Prefix of run hashes: ``run_key == run_prefix() + run_id``."""
-        return self._p + "run:"
-
-    def run(self, run_id: str) -> str:
+    def run(self, run_id: str, queue: str | None = None) -> str:
         """hash: the run (workflow, queue, status, inputJson, attempt, ...)."""
-        return f"{self._p}run:{run_id}"
+        return f"{self._scoped(queue)}run:{run_id}"
 
-    def run_steps(self, run_id: str) -> str:
+    def run_steps(self, run_id: str, queue: str | None = None) -> str:
         """hash: step name -> step JSON."""
-        return f"{self._p}run:{run_id}:steps"
+        return f"{self._scoped(queue)}run:{run_id}:steps"
 
-    def run_lease(self, run_id: str) -> str:
+    def run_lease(self, run_id: str, queue: str | None = None) -> str:
         """string: ``lease_<uuid>`` of the worker executing the run, with PX."""
-        return f"{self._p}run:{run_id}:lease"
+        return f"{self._scoped(queue)}run:{run_id}:lease"
 
-    def run_done(self, run_id: str) -> str:
+    def run_done(self, run_id: str, queue: str | None = None) -> str:
         """list (redflow-gevent extension): one token pushed when the run ends.
 
         Waiters block on it (BLMOVE onto itself, so every waiter wakes)
@@ -89,25 +118,33 @@ class Keys:
         still re-read the run hash, so runs finalized elsewhere are seen by
         a bounded poll.
         """
-        return f"{self._p}run:{run_id}:done"
+        return f"{self._scoped(queue)}run:{run_id}:done"
+
+    def run_queues(self) -> str:
+        """hash (cluster mode only): run id -> queue, to find a run's slot from its id."""
+        return self._p + "run-queues"
+
+    def queues(self) -> str:
+        """set (cluster mode only): names of queues that have runs."""
+        return self._p + "queues"
 
     # -- queues ------------------------------------------------------------
     def queue_ready(self, queue: str) -> str:
         """list: run ids ready to claim; producers LPUSH, workers move RIGHT -> LEFT."""
-        return f"{self._p}q:{queue}:ready"
+        return f"{self._p}q:{queue}:ready" if not self.cluster else self._scoped(queue) + "ready"
 
     def queue_processing(self, queue: str) -> str:
         """list: run ids claimed by some worker."""
-        return f"{self._p}q:{queue}:processing"
+        return f"{self._p}q:{queue}:processing" if not self.cluster else self._scoped(queue) + "processing"
 
     def queue_scheduled(self, queue: str) -> str:
         """zset: run id -> availableAt ms (delayed runs and retries)."""
-        return f"{self._p}q:{queue}:scheduled"
+        return f"{self._p}q:{queue}:scheduled" if not self.cluster else self._scoped(queue) + "scheduled"
 
     # -- idempotency -------------------------------------------------------
-    def idempotency(self, workflow: str, key: str) -> str:
-        """string: run id for (workflow, idempotency key), with EX ttl."""
-        return f"{self._p}idempo:{enc(workflow)}:{enc(key)}"
+    def idempotency(self, workflow: str, key: str, queue: str | None = None) -> str:
+        """string: run id for (workflow, idempotency key), with EX ttl (cluster: per queue)."""
+        return f"{self._scoped(queue)}idempo:{enc(workflow)}:{enc(key)}"
 
     # -- cron --------------------------------------------------------------
     def cron_def(self) -> str:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import gevent
 from gevent.event import Event
-from redis.exceptions import RedisError
+from redis.exceptions import NoScriptError, RedisError
 
 from . import clock
 from .hooks import Observers
@@ -103,15 +103,18 @@ class LeaseKeeper:
         pipe = self._redis.pipeline(transaction=False)
         keys = self._scripts.keys
         for attempt in renew:
-            self._scripts.renew_lease(lease_key=keys.run_lease(attempt.run_id), token=attempt.token, lease_ms=self.lease_ms, conn=pipe)
+            lease_key = keys.run_lease(attempt.run_id, attempt.queue)
+            self._scripts.renew_lease(lease_key=lease_key, token=attempt.token, lease_ms=self.lease_ms, conn=pipe)
         for attempt in watch:
-            pipe.hget(keys.run(attempt.run_id), RunField.CANCEL_REQUESTED_AT)
+            pipe.hget(keys.run(attempt.run_id, attempt.queue), RunField.CANCEL_REQUESTED_AT)
         for attempt, step in markers:
             self._scripts.save_step(
                 run_id=attempt.run_id,
+                queue=attempt.queue,
                 token=attempt.token,
                 name=step.name,
                 step_json=step_running_json(step.seq, step.started_at),
+                lease_ms=self.lease_ms,
                 marker_started_at=step.started_at,
                 conn=pipe,
             )
@@ -126,8 +129,12 @@ class LeaseKeeper:
 
     def _apply(self, renew: list[Attempt], watch: list[Attempt], markers: list[tuple[Attempt, Any]], replies: list[Any], now: float) -> None:
         replies_iter = iter(replies)
+        if any(isinstance(reply, NoScriptError) for reply in replies):
+            self._scripts.load_all()  # a promoted replica: retried at the next tick, not a failure
         for attempt in renew:
             reply = next(replies_iter)
+            if isinstance(reply, NoScriptError):
+                continue
             if isinstance(reply, Exception):
                 self._renew_failed(attempt, reply)
             elif reply is None:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Callable
 
 import gevent
 from gevent.event import Event
-from redis.exceptions import RedisError
+from redis.exceptions import NoScriptError, RedisError
 
 from . import clock, codec, cron
 from .errors import CorruptDataError, RedflowError
@@ -43,10 +43,11 @@ class Loop:
 
     ``wake()`` cuts the current sleep short."""
 
-    def __init__(self, name: str, step: Callable[[], float], stop: Event) -> None:
+    def __init__(self, name: str, step: Callable[[], float], stop: Event, *, on_noscript: Callable[[], None] | None = None) -> None:
         self.name = name
         self._step = step
         self._stop = stop
+        self._on_noscript = on_noscript
         self._wake = Event()
         self.failures = 0
         self.greenlet: gevent.Greenlet | None = None
@@ -66,6 +67,16 @@ class Loop:
                 delay = self._step()
                 backoff = BACKOFF_MIN_S
                 self.failures = 0
+            except NoScriptError:
+                # A cluster pipeline, or a promoted replica with an empty script cache.
+                log.info("%s: scripts not loaded on the server; loading them", self.name)
+                delay = 0.0
+                if self._on_noscript is not None:
+                    try:
+                        self._on_noscript()
+                    except RedisError as exc:
+                        log.warning("%s: loading scripts failed (%s)", self.name, exc)
+                        delay = backoff
             except RedisError as exc:
                 self.failures += 1
                 log.warning("%s: Redis error (%s); retrying in %.1fs", self.name, exc, backoff)
@@ -152,8 +163,8 @@ class Reaper:
         if not lingering:
             return self.interval_s
         check = redis.pipeline(transaction=False)
-        for _, run_id in lingering:
-            check.exists(keys.run_lease(run_id))
+        for queue, run_id in lingering:
+            check.exists(keys.run_lease(run_id, queue))
         orphans = [entry for entry, leased in zip(lingering, check.execute()) if not leased]
         if orphans:
             self._requeue(orphans)

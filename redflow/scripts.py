@@ -307,16 +307,20 @@ return 1
 """
 
 SAVE_STEP_LUA = """
--- Record one step, fenced by the run's lease; returns the run's
--- cancelRequestedAt so that a step boundary notices a cancel for free.
+-- Record one step, fenced by the run's lease, and extend the lease (a run
+-- that makes progress keeps its lease even if the keeper is late); returns
+-- the run's cancelRequestedAt so that a step boundary notices a cancel for free.
 -- With ARGV[4] = startedAt of a step still going, only writes the "running"
 -- marker if no record of that execution (or a success) is there already.
 -- KEYS: 1 steps, 2 lease, 3 run
--- ARGV: 1 lease token, 2 step name, 3 step JSON, 4 marker startedAt or ""
+-- ARGV: 1 lease token, 2 step name, 3 step JSON, 4 marker startedAt or "", 5 lease ms
 -- Returns {"saved"|"kept"|"stale", cancelRequestedAt}.
 local holder = redis.call("get", KEYS[2])
 if holder and holder ~= ARGV[1] then
   return {"stale", ""}
+end
+if holder then
+  redis.call("pexpire", KEYS[2], ARGV[5])
 end
 local cancel_at = redis.call("hget", KEYS[3], "cancelRequestedAt") or ""
 if ARGV[4] ~= "" then
@@ -368,6 +372,16 @@ class Scripts:
         self._save_step = register(SAVE_STEP_LUA)
         self._reap = register(REAP_RUN_LUA)
 
+    def load_all(self) -> None:
+        """Load every script (on every primary of a cluster): pipelines on
+        Redis Cluster do not load them by themselves, and a promoted replica
+        has an empty script cache."""
+        for script in (
+            self._enqueue, self._start, self._settle, self._cancel, self._promote, self._retry,
+            self._unlock, self._renew, self._claim_inline, self._save_step, self._reap,
+        ):  # fmt: skip
+            script.sha = self._redis.script_load(script.script)
+
     def _call(self, script: Any, keys: Sequence[str], args: Sequence[Any], conn: Any) -> Any:
         run_script = getattr(conn, "run_script", None)  # a slot's connection: the lean path
         if run_script is not None:
@@ -392,10 +406,11 @@ class Scripts:
     ) -> Any:
         """Returns ``["created" | "existing", run id]`` (on a pipeline: the pipeline)."""
         k = self.keys
-        idem_key = k.idempotency(workflow, idempotency_key) if idempotency_key is not None else k.run(run_id)
+        run_key = k.run(run_id, queue)
+        idem_key = k.idempotency(workflow, idempotency_key, queue) if idempotency_key is not None else run_key
         keys = [
-            k.run(run_id), k.runs_created(), k.runs_status("queued"), k.runs_status("scheduled"),
-            k.workflow_runs(workflow), k.queue_ready(queue), k.queue_scheduled(queue), idem_key,
+            run_key, k.runs_created(queue), k.runs_status("queued", queue), k.runs_status("scheduled", queue),
+            k.workflow_runs(workflow, queue), k.queue_ready(queue), k.queue_scheduled(queue), idem_key,
         ]  # fmt: skip
         args = [
             run_id, workflow, queue, input_json, created_at, available_at, max_attempts,
@@ -405,7 +420,10 @@ class Scripts:
 
     def start_run(self, *, run_id: str, queue: str, token: str, lease_ms: int, now: int, conn: Any = None) -> list[Any]:
         k = self.keys
-        keys = [k.run(run_id), k.run_steps(run_id), k.run_lease(run_id), k.queue_processing(queue), *k.all_runs_status()]
+        keys = [
+            k.run(run_id, queue), k.run_steps(run_id, queue), k.run_lease(run_id, queue), k.queue_processing(queue),
+            *k.all_runs_status(queue),
+        ]  # fmt: skip
         return self._call(self._start, keys, [run_id, token, lease_ms, now], conn)
 
     def settle_run(
@@ -424,26 +442,29 @@ class Scripts:
         """Finalize (``status`` terminal) or schedule a retry (``status="scheduled"``)."""
         k = self.keys
         keys = [
-            k.run(run_id), *k.all_runs_status(), k.queue_processing(queue), k.run_lease(run_id),
-            k.run_done(run_id), k.queue_scheduled(queue),
+            k.run(run_id, queue), *k.all_runs_status(queue), k.queue_processing(queue), k.run_lease(run_id, queue),
+            k.run_done(run_id, queue), k.queue_scheduled(queue),
         ]  # fmt: skip
         args = [run_id, status, now, output_json, error_json, token, WAKE_TTL_MS, retry_at]
         return self._call(self._settle, keys, args, conn)
 
     def cancel_run(self, *, run_id: str, queue: str, now: int, reason: str, error_json: str, conn: Any = None) -> str:
         k = self.keys
-        keys = [k.run(run_id), *k.all_runs_status(), k.run_done(run_id), k.queue_scheduled(queue)]
+        keys = [k.run(run_id, queue), *k.all_runs_status(queue), k.run_done(run_id, queue), k.queue_scheduled(queue)]
         return self._call(self._cancel, keys, [run_id, now, reason, error_json, WAKE_TTL_MS], conn)
 
     def retry_run(self, *, run_id: str, queue: str, now: int, conn: Any = None) -> Any:
         """Returns ``["queued" | "not_retryable" | "missing", previous status]``."""
         k = self.keys
-        keys = [k.run(run_id), *k.all_runs_status(), k.queue_ready(queue), k.run_done(run_id)]
+        keys = [k.run(run_id, queue), *k.all_runs_status(queue), k.queue_ready(queue), k.run_done(run_id, queue)]
         return self._call(self._retry, keys, [run_id, now], conn)
 
     def promote_run(self, *, run_id: str, queue: str, now: int, conn: Any = None) -> str:
         k = self.keys
-        keys = [k.run(run_id), k.queue_scheduled(queue), k.runs_status("scheduled"), k.runs_status("queued"), k.queue_ready(queue)]
+        keys = [
+            k.run(run_id, queue), k.queue_scheduled(queue), k.runs_status("scheduled", queue), k.runs_status("queued", queue),
+            k.queue_ready(queue),
+        ]  # fmt: skip
         return self._call(self._promote, keys, [run_id, now], conn)
 
     def renew_lease(self, *, lease_key: str, token: str, lease_ms: int, conn: Any = None) -> Any:
@@ -455,20 +476,29 @@ class Scripts:
 
     def claim_queued_run_for_inline(self, *, run_id: str, queue: str, conn: Any = None) -> bool:
         k = self.keys
-        keys = [k.queue_ready(queue), k.queue_processing(queue), k.run(run_id)]
+        keys = [k.queue_ready(queue), k.queue_processing(queue), k.run(run_id, queue)]
         return self._call(self._claim_inline, keys, [run_id], conn) == 1
 
     def save_step(
-        self, *, run_id: str, token: str, name: str, step_json: str, marker_started_at: int | None = None, conn: Any = None
+        self,
+        *,
+        run_id: str,
+        queue: str,
+        token: str,
+        name: str,
+        step_json: str,
+        lease_ms: int,
+        marker_started_at: int | None = None,
+        conn: Any = None,
     ) -> Any:
         """Returns ``["saved" | "kept" | "stale", cancelRequestedAt]`` (on a pipeline: the pipeline)."""
         k = self.keys
-        keys = [k.run_steps(run_id), k.run_lease(run_id), k.run(run_id)]
+        keys = [k.run_steps(run_id, queue), k.run_lease(run_id, queue), k.run(run_id, queue)]
         marker = "" if marker_started_at is None else str(marker_started_at)
-        return self._call(self._save_step, keys, [token, name, step_json, marker], conn)
+        return self._call(self._save_step, keys, [token, name, step_json, marker, lease_ms], conn)
 
     def reap_run(self, *, run_id: str, queue: str, conn: Any = None) -> bool:
         k = self.keys
-        keys = [k.queue_processing(queue), k.queue_ready(queue), k.run_lease(run_id)]
+        keys = [k.queue_processing(queue), k.queue_ready(queue), k.run_lease(run_id, queue)]
         return self._call(self._reap, keys, [run_id], conn) == 1
 

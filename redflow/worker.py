@@ -29,7 +29,8 @@ from .attempt import (
     Runtime,
 )
 from .client import RedflowClient, create_client, set_default_client
-from .connection import SlotConnection, create_redis, resolve_prefix
+from .connection import create_redis, resolve_prefix
+from .slot_connection import ClusterSlotConnection, SlotConnection, slot_connection
 from .errors import RedflowError
 from .hooks import Observers
 from .lease import LeaseKeeper
@@ -90,7 +91,7 @@ class Worker:
         self._started = False
         self._is_default_client = False
         self._slots: list[gevent.Greenlet] = []
-        self._slot_conns: list[SlotConnection] = []
+        self._slot_conns: list[SlotConnection | ClusterSlotConnection] = []
         self._claiming: list[bool] = []
         self._cursors: list[int] = []
         self._inflight: set[Attempt] = set()
@@ -144,14 +145,15 @@ class Worker:
         # Workflow.run() without a client, inside handlers, talks to this worker's Redis.
         self._is_default_client = set_default_client(self.client, only_if_unset=True)
         self.keeper.start()
-        self.promoter.loop = Loop("promoter", self.promoter.step, self._loops_stop).start()
+        reload = self.client.scripts.load_all
+        self.promoter.loop = Loop("promoter", self.promoter.step, self._loops_stop, on_noscript=reload).start()
         self._loops = [
             self.promoter.loop,
-            Loop("reaper", self.reaper.step, self._loops_stop).start(),
+            Loop("reaper", self.reaper.step, self._loops_stop, on_noscript=reload).start(),
             Loop("watchdog", self._watch_connections, self._loops_stop).start(),
         ]
         if self.options.cron:
-            self._loops.append(Loop("cron", self.cron.step, self._loops_stop).start())
+            self._loops.append(Loop("cron", self.cron.step, self._loops_stop, on_noscript=reload).start())
         for index in range(self.options.concurrency):
             self._claiming.append(False)
             self._cursors.append(index % max(1, len(self.queues)))
@@ -202,7 +204,7 @@ class Worker:
 
     # -- slots ----------------------------------------------------------------
     def _slot(self, index: int) -> None:
-        conn = SlotConnection(self.client.redis)
+        conn = slot_connection(self.client.redis)
         self._slot_conns.append(conn)
         backoff = SLOT_BACKOFF_MIN_S
         while not self._stopping.is_set():
@@ -220,7 +222,7 @@ class Worker:
                 self._stopping.wait(backoff)
                 backoff = min(backoff * 2, BACKOFF_MAX_S)
 
-    def _claim(self, conn: SlotConnection, index: int) -> tuple[str, str] | None:
+    def _claim(self, conn: SlotConnection | ClusterSlotConnection, index: int) -> tuple[str, str] | None:
         """ready -> processing; ``(queue, run id)`` or ``None`` after the blocking timeout."""
         queues = self.queues
         if not queues:
@@ -313,6 +315,7 @@ def start_worker(
     cancel_poll_ms: int = 100,
     cron: bool = True,
     observers: Iterable[Any] = (),
+    cluster: bool = False,
 ) -> Worker:
     """Start a worker for ``registry`` (default: the default registry) and return it."""
     _require_gevent_patching()
@@ -331,7 +334,7 @@ def start_worker(
     else:
         # Waits for child results and step I/O take pool connections besides the slots' own.
         pool_size = max(100, 2 * concurrency + 16)
-        base = create_redis(url, max_connections=pool_size)
+        base = create_redis(url, max_connections=pool_size, cluster=cluster)
         client, owned = RedflowClient(base, prefix=resolve_prefix(prefix), registry=registry, owns_redis=True), True
     try:
         return Worker(client=client, registry=registry, options=options, owns_client=owned, observers=observers).start()

@@ -11,7 +11,7 @@ def test_a_500_slot_worker_drains_5000_runs_exactly_once(redis_url, prefix, cli_
     k = cli_client.keys
     handles = cli_client.run_many("count", ({"key": seen_key, "n": i} for i in range(total)))
     began = time.monotonic()
-    with WorkerProcess(redis_url, prefix, concurrency=500) as worker:
+    with WorkerProcess(redis_url, prefix, concurrency=500, lease_ms=5000) as worker:
         wait_until(lambda: r.zcard(k.runs_status("succeeded")) == total, timeout=120, interval=0.2)
         elapsed = time.monotonic() - began
         assert worker.stop() == 0
