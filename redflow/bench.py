@@ -19,10 +19,11 @@ from typing import Any, Iterator
 
 from . import bench_profile, bench_report
 from .bench_phases import Bench, drain, idle, open_bench, paced, preload
-from .bench_probe import process_sample
-from .testing import RedisServer
+from .bench_probe import BenchError, process_sample
+from .testing import RedisServer, RedisServerError
 
 EXIT_REGRESSION = 1
+EXIT_FAILED = 2
 DESCRIPTION = (
     "Start a private redis-server (or use --redis-url) and a worker on the bench workflows, drain -n runs, "
     "run a paced load (--rate) and an idle spell (--idle), and print throughput, latency percentiles, Redis "
@@ -68,8 +69,12 @@ def main(args: argparse.Namespace) -> int:
     if args.profile:
         bench_profile.py_spy_binary()  # missing: say so before measuring
     baseline = bench_report.load(args.compare) if args.compare else None  # a bad baseline fails before measuring
-    with _redis(args.redis_url) as url:
-        result = measure(args, url)
+    try:
+        with _redis(args.redis_url) as url:
+            result = measure(args, url)
+    except (BenchError, RedisServerError) as exc:
+        print(f"bench: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     print(bench_report.render(result), flush=True)
     if "profile" in result:
         print(bench_profile.render(result["profile"]))

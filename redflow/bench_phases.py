@@ -26,7 +26,7 @@ from gevent.pool import Group
 
 from . import bench_app
 from .bench_profile import recording
-from .bench_probe import Probe, ServerDelta, Timing, percentiles, process_sample, server_delta
+from .bench_probe import BenchError, Probe, ServerDelta, Timing, percentiles, process_sample, server_delta
 from .bench_worker import BenchTimeout, BenchWorker, InProcessWorker, SubprocessWorker
 from .client import RedflowClient, RunHandle
 from .connection import create_redis
@@ -205,7 +205,7 @@ def _succeeded_timings(bench: Bench, run_ids: list[str]) -> dict[str, Timing]:
     timings = bench.worker.timings(run_ids)
     failed = [run_id for run_id in run_ids if run_id not in timings or timings[run_id].outcome != "succeeded"]
     if failed:
-        raise RuntimeError(f"{len(failed)} of {len(run_ids)} bench runs did not succeed (first: {failed[0]})")
+        raise BenchError(f"{len(failed)} of {len(run_ids)} bench runs did not succeed (first: {failed[0]})")
     return timings
 
 

@@ -30,6 +30,10 @@ from .hooks import AttemptReport
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
+class BenchError(RuntimeError):
+    """The bench could not measure: the command says why and exits non-zero."""
+
+
 def percentiles(values_s: Sequence[float]) -> dict[str, float]:
     """p50 / p95 / p99 (linear interpolation between ranks) and max, in ms."""
     if not values_s:

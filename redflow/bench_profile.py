@@ -24,6 +24,8 @@ from typing import Any, Iterator
 
 import gevent
 
+from .bench_probe import BenchError
+
 SAMPLE_RATE_HZ = 250
 ATTACH_S = 0.3  # py-spy's start-up, before the measured work begins
 _LINE = re.compile(r":\d+\)$")
@@ -54,7 +56,7 @@ def recording(path: str, pid: int) -> Iterator[None]:
             spy.kill()
             _, err = spy.communicate()
     if not Path(path).exists():
-        raise RuntimeError(f"py-spy wrote no profile: {err.decode(errors='replace')[-1000:]}")
+        raise BenchError(f"py-spy wrote no profile: {err.decode(errors='replace')[-1000:]}")
 
 
 def summarize(path: str, most: int = 15) -> dict[str, Any]:

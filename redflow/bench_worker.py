@@ -21,7 +21,7 @@ from typing import Callable, Iterable, Protocol
 import gevent
 
 from . import bench_app
-from .bench_probe import AttemptRecorder, Probe, Timing
+from .bench_probe import AttemptRecorder, BenchError, Probe, Timing
 from .keys import Keys
 from .models import RunField
 
@@ -42,7 +42,7 @@ class BenchWorker(Protocol):
     def stop(self) -> None: ...
 
 
-class BenchTimeout(RuntimeError):
+class BenchTimeout(BenchError):
     """The worker did not finish the runs in time."""
 
 
@@ -143,7 +143,7 @@ class SubprocessWorker:
 
     def _check_alive(self) -> None:
         if self._proc is not None and self._proc.poll() is not None:
-            raise RuntimeError(f"the worker subprocess exited with {self._proc.returncode}:\n{self.output()[-2000:]}")
+            raise BenchError(f"the worker subprocess exited with {self._proc.returncode}:\n{self.output()[-2000:]}")
 
     def stop(self) -> None:
         if self._proc is not None and self._proc.poll() is None:

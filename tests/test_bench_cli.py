@@ -110,6 +110,12 @@ def test_a_bench_on_a_given_redis_leaves_none_of_its_keys_there(redis_url, r):
     assert "127.0.0.1" in done.stdout and r.keys("redflow-bench:*") == []
 
 
+def test_a_bench_that_cannot_finish_says_why_and_exits_2():
+    done = bench("-n", "2000", "-c", "1", "--rate", "0", "--idle", "0", "--timeout", "0.001")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "runs ended within" in done.stderr and "Traceback" not in done.stderr
+
+
 def test_bench_refuses_replay_without_steps():
     done = bench("--replay", *TINY)
     assert done.returncode != 0 and "--replay needs --steps" in done.stderr
