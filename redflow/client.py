@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
 from . import clock, codec
-from .connection import create_redis, is_cluster, resolve_prefix
+from .connection import close_redis, create_redis, is_cluster, resolve_prefix
 from .errors import (
     CanceledError,
     CorruptDataError,
@@ -143,7 +143,7 @@ class RedflowClient:
 
     def close(self) -> None:
         if self._owns_redis:
-            self.redis.close()
+            close_redis(self.redis)
 
     # -- starting runs -----------------------------------------------------
     def _local_workflow(self, name: str) -> Workflow | None:
@@ -244,20 +244,23 @@ class RedflowClient:
             replace_id = run_id
         raise RedflowError(f"idempotency key {idempotency_key!r} keeps changing hands; giving up")
 
-    def run_many(self, workflow: Workflow | str, inputs: Iterable[Any], *, batch: int = 500) -> list[RunHandle]:
+    def run_many(
+        self, workflow: Workflow | str, inputs: Iterable[Any], *, queue: str | None = None, batch: int = 500
+    ) -> list[RunHandle]:
         """Start many runs of one workflow, one pipelined round trip per
         ``batch`` runs (no idempotency keys, no delays): bulk loads and benches."""
         target = self.resolve_workflow(workflow)
+        queue = queue or target.queue
         if self.keys.cluster:
             self.scripts.load_all()  # a cluster pipeline does not load scripts by itself
         handles: list[RunHandle] = []
-        pipe = self.redis.pipeline(transaction=False)
+        pipe = self.scripts.batch()
         for value in inputs:
             run_id = new_run_id()
             self.scripts.enqueue_run(
                 run_id=run_id,
                 workflow=target.name,
-                queue=target.queue,
+                queue=queue,
                 input_json=self.encode_input(target, value),
                 created_at=clock.now_ms(),
                 available_at=0,
@@ -266,7 +269,7 @@ class RedflowClient:
                 idempotency_ttl_s=IDEMPOTENCY_TTL_S,
                 conn=pipe,
             )
-            self._record_queue(run_id, target.queue, pipe=pipe)
+            self._record_queue(run_id, queue, pipe=pipe)
             handles.append(RunHandle(self, run_id))
             if len(pipe) >= batch:
                 pipe.execute()

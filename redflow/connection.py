@@ -19,7 +19,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import redis
 from redis.cluster import ClusterNode, RedisCluster
-from redis.sentinel import Sentinel
+from redis.sentinel import Sentinel, SentinelConnectionPool
 
 from .errors import RedflowError
 from .keys import DEFAULT_PREFIX
@@ -41,6 +41,15 @@ def resolve_url(url: str | None = None) -> str:
 
 def is_cluster(client: Any) -> bool:
     return isinstance(client, RedisCluster)
+
+
+def close_redis(client: Any) -> None:
+    """Close a client made by :func:`create_redis`, with the Sentinel clients behind it."""
+    pool = getattr(client, "connection_pool", None)
+    client.close()
+    if isinstance(pool, SentinelConnectionPool):
+        for sentinel in pool.sentinel_manager.sentinels:
+            sentinel.close()
 
 
 def create_redis(

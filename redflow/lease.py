@@ -39,8 +39,7 @@ def _mono_ms() -> float:
 class LeaseKeeper:
     """Renews leases, polls cancellation and marks long steps, in one greenlet."""
 
-    def __init__(self, redis: Any, scripts: Scripts, *, lease_ms: int, tick_ms: int = 100, observers: Observers | None = None) -> None:
-        self._redis = redis
+    def __init__(self, scripts: Scripts, *, lease_ms: int, tick_ms: int = 100, observers: Observers | None = None) -> None:
         self._observers = observers or Observers()
         self._scripts = scripts
         self.lease_ms = lease_ms
@@ -100,7 +99,7 @@ class LeaseKeeper:
                     markers.append((attempt, step))
         if not (renew or watch or markers):
             return
-        pipe = self._redis.pipeline(transaction=False)
+        pipe = self._scripts.batch()
         keys = self._scripts.keys
         for attempt in renew:
             lease_key = keys.run_lease(attempt.run_id, attempt.queue)

@@ -115,7 +115,7 @@ class Promoter:
             pipe.zrangebyscore(keys.queue_scheduled(queue), "-inf", now, start=0, num=PROMOTE_BATCH)
             pipe.zrange(keys.queue_scheduled(queue), 0, 0, withscores=True)
         replies = pipe.execute()
-        promote = redis.pipeline(transaction=False)
+        promote = self.client.scripts.batch()
         full_batch = False
         next_due: float | None = None
         for index, queue in enumerate(self.queues):
@@ -171,7 +171,7 @@ class Reaper:
         return self.interval_s
 
     def _requeue(self, orphans: list[tuple[str, str]]) -> None:
-        requeue = self.client.redis.pipeline(transaction=False)
+        requeue = self.client.scripts.batch()
         for queue, run_id in orphans:
             self.client.scripts.reap_run(run_id=run_id, queue=queue, conn=requeue)
         per_queue: dict[str, int] = {}

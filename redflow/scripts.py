@@ -13,8 +13,11 @@ pipeline, or ``None`` for the client's pool.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
+from redis.exceptions import AskError, ClusterDownError, ConnectionError, MovedError, TryAgainError
+
+from .connection import is_cluster
 from .keys import Keys
 
 #: How long the wake-up token of a finished run lives (waiters re-read the
@@ -382,8 +385,12 @@ class Scripts:
         ):  # fmt: skip
             script.sha = self._redis.script_load(script.script)
 
+    def batch(self) -> Batch:
+        """Commands and scripts to send together (see :class:`Batch`)."""
+        return Batch(self._redis)
+
     def _call(self, script: Any, keys: Sequence[str], args: Sequence[Any], conn: Any) -> Any:
-        run_script = getattr(conn, "run_script", None)  # a slot's connection: the lean path
+        run_script = getattr(conn, "run_script", None)  # a slot's connection or a batch
         if run_script is not None:
             return run_script(script, keys, args)
         return script(keys=keys, args=args, client=conn if conn is not None else self._redis)
@@ -502,3 +509,79 @@ class Scripts:
         keys = [k.queue_processing(queue), k.queue_ready(queue), k.run_lease(run_id, queue)]
         return self._call(self._reap, keys, [run_id], conn) == 1
 
+
+
+_REDIRECTS = (MovedError, AskError, TryAgainError, ClusterDownError, ConnectionError)
+
+
+class Batch:
+    """Commands and scripts sent together, replies in call order.
+
+    On one Redis it is one pipeline. redis-py refuses scripts in Redis
+    Cluster pipelines, so on a cluster it is one pipeline per master (each
+    item goes to the master of its first key's slot); an item whose slot
+    moved meanwhile (failover) is sent again through the cluster client.
+    Use it like a pipeline: ``batch.hget(key, field)``, script wrappers with
+    ``conn=batch``, then ``batch.execute()``.
+    """
+
+    def __init__(self, redis: Any) -> None:
+        self._redis = redis
+        self._cluster = is_cluster(redis)
+        self._items: list[tuple[Any, Callable[[Any], Any]]] = []  # (routing key, apply(client))
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __getattr__(self, name: str) -> Callable[..., Batch]:
+        def record(*args: Any, **kwargs: Any) -> Batch:
+            self._items.append((args[0], lambda client: getattr(client, name)(*args, **kwargs)))
+            return self
+
+        return record
+
+    def run_script(self, script: Any, keys: Sequence[Any], args: Sequence[Any]) -> Batch:
+        self._items.append((keys[0], lambda client: script(keys=keys, args=args, client=client)))
+        return self
+
+    def execute(self, raise_on_error: bool = True) -> list[Any]:
+        items, self._items = self._items, []
+        if not items:
+            return []
+        if not self._cluster:
+            pipe = self._redis.pipeline(transaction=False)
+            for _, apply in items:
+                apply(pipe)
+            return pipe.execute(raise_on_error=raise_on_error)
+        replies = self._execute_per_master(items)
+        for index, reply in enumerate(replies):
+            if isinstance(reply, _REDIRECTS):
+                self._redis.nodes_manager.initialize()
+                try:
+                    replies[index] = items[index][1](self._redis)
+                except Exception as exc:  # kept as a reply, like a pipeline's error
+                    replies[index] = exc
+        if raise_on_error:
+            for reply in replies:
+                if isinstance(reply, Exception):
+                    raise reply
+        return replies
+
+    def _execute_per_master(self, items: list[tuple[Any, Callable[[Any], Any]]]) -> list[Any]:
+        cluster = self._redis
+        groups: dict[str, tuple[Any, list[int]]] = {}
+        for index, (key, _) in enumerate(items):
+            node = cluster.nodes_manager.get_node_from_slot(cluster.keyslot(key))
+            groups.setdefault(node.name, (node, []))[1].append(index)
+        replies: list[Any] = [None] * len(items)
+        for node, indexes in groups.values():
+            pipe = node.redis_connection.pipeline(transaction=False)
+            for index in indexes:
+                items[index][1](pipe)
+            try:
+                node_replies = pipe.execute(raise_on_error=False)
+            except ConnectionError as exc:  # the master is gone: its items go through the cluster client
+                node_replies = [exc] * len(indexes)
+            for index, reply in zip(indexes, node_replies):
+                replies[index] = reply
+        return replies

@@ -97,9 +97,7 @@ class Worker:
         self._inflight: set[Attempt] = set()
         self._loops: list[Loop] = []
         self.stats: dict[str, int] = dict.fromkeys(("succeeded", "failed", "retried", "canceled", "abandoned", "skipped"), 0)
-        self.keeper = LeaseKeeper(
-            client.redis, client.scripts, lease_ms=options.lease_ms, tick_ms=options.cancel_poll_ms, observers=self.observers
-        )
+        self.keeper = LeaseKeeper(client.scripts, lease_ms=options.lease_ms, tick_ms=options.cancel_poll_ms, observers=self.observers)
         self.promoter = Promoter(client, self.queues)
         self.reaper = Reaper(client, self.queues, options.reaper_interval_ms, observers=self.observers)
         self.cron = CronScheduler(client)

@@ -29,6 +29,15 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 5.0, interval: flo
         gevent.sleep(interval)
 
 
+def write_run(r: Any, client: Any, run_id: str, fields: dict[str, str]) -> None:
+    """Write a run hash by hand, as another client would (and, on Redis
+    Cluster, the run-queues entry that lets the client find it by id)."""
+    queue = fields.get("queue", "default")
+    r.hset(client.keys.run(run_id, queue), mapping=fields)
+    if client.keys.cluster:
+        r.hset(client.keys.run_queues(), run_id, queue)
+
+
 class WorkerProcess:
     """``redflow-gevent worker`` as a subprocess; its output goes to a file so a
     chatty worker can never block on a full pipe."""

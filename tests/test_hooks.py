@@ -52,7 +52,7 @@ def test_observers_see_the_hot_path_and_a_broken_one_changes_nothing(start, regi
     assert rec.steps == [("seen", "one", "succeeded")] and rec.claims == ["default"]
 
     stolen = lose.run(None, client=client)
-    wait_until(lambda: r.get(client.keys.run_lease(stolen.id)))
-    r.delete(client.keys.run_lease(stolen.id))
+    wait_until(lambda: r.get(client.keys.run_lease(stolen.id, "default")))
+    r.delete(client.keys.run_lease(stolen.id, "default"))
     wait_until(lambda: rec.lost == [stolen.id], timeout=3)
     wait_until(lambda: rec.recovered == [("default", 1)], timeout=3)  # the reaper hands it back

@@ -43,11 +43,11 @@ def test_promoter_skips_stale_scheduled_entries(start, registry, client, r):
         return None
 
     k = client.keys
-    r.hset(k.run("run_done"), mapping={"workflow": "stale", "queue": "default", "status": "succeeded"})
+    r.hset(k.run("run_done", "default"), mapping={"workflow": "stale", "queue": "default", "status": "succeeded"})
     r.zadd(k.queue_scheduled("default"), {"run_done": 1})
     start()
     wait_until(lambda: r.zcard(k.queue_scheduled("default")) == 0)
-    assert r.llen(k.queue_ready("default")) == 0 and r.hget(k.run("run_done"), "status") == "succeeded"
+    assert r.llen(k.queue_ready("default")) == 0 and r.hget(k.run("run_done", "default"), "status") == "succeeded"
 
 
 # 13. reaper -----------------------------------------------------------------------
@@ -77,7 +77,7 @@ def test_reaper_leaves_leased_runs_alone(start, registry, client, r):
     handle = held.run(None, client=client)
     k = client.keys
     r.lmove(k.queue_ready("default"), k.queue_processing("default"), "RIGHT", "LEFT")
-    r.set(k.run_lease(handle.id), "lease_other", px=10_000)  # another live worker has it
+    r.set(k.run_lease(handle.id, "default"), "lease_other", px=10_000)  # another live worker has it
     start(reaper_interval_ms=50)
     gevent.sleep(0.4)
     assert r.lrange(k.queue_processing("default"), 0, -1) == [handle.id]

@@ -31,7 +31,7 @@ def test_steps_are_recorded_in_the_data_model_format(start, registry, client, r)
     start()
     handle = two.run(None, client=client)
     assert handle.result(5) == "hi 7"
-    raw = r.hgetall(client.keys.run_steps(handle.id))
+    raw = r.hgetall(client.keys.run_steps(handle.id, "default"))
     load, greet = codec.loads(raw["load"]), codec.loads(raw["greet"])
     assert list(load) == ["status", "seq", "startedAt", "finishedAt", "outputJson"]
     assert load["status"] == "succeeded" and load["seq"] == 1 and load["outputJson"] == '{"user":7}'
@@ -51,7 +51,7 @@ def test_a_retried_run_replays_succeeded_steps_without_calling_them(start, regis
     handle = replay.run(None, client=client)
     assert handle.result(10) == [1, True]
     assert count(r, prefix, "charge") == 1 and count(r, prefix, "flaky") == 2
-    flaky = codec.loads(r.hget(client.keys.run_steps(handle.id), "flaky"))
+    flaky = codec.loads(r.hget(client.keys.run_steps(handle.id, "default"), "flaky"))
     assert flaky["seq"] == 2  # a step re-run after failure keeps its seq
 
 
@@ -109,9 +109,10 @@ def test_step_timeout_error_is_recorded_as_kind_timeout(start, registry, client)
         ctx.step.run("hang", lambda: gevent.sleep(60), timeout=0.1)
 
     start()
+    handle = stuck.run(None, client=client)
     with pytest.raises(RunFailedError, match="Step timed out: hang"):
-        stuck.run(None, client=client).result(5)
-    step = client.get_steps(stuck.registry and client.list_runs(workflow="stuck")[0].id)[0]
+        handle.result(5)
+    step = client.get_steps(handle.id)[0]
     assert step.error["kind"] == "timeout"
 
 
@@ -150,11 +151,11 @@ def test_a_long_step_is_marked_running_while_it_runs(start, registry, client, r)
 
     start()
     handle = marked.run(None, client=client)
-    raw = wait_until(lambda: r.hget(client.keys.run_steps(handle.id), "long"), timeout=3)
+    raw = wait_until(lambda: r.hget(client.keys.run_steps(handle.id, "default"), "long"), timeout=3)
     record = codec.loads(raw)
     assert record["status"] == "running" and record["seq"] == 2 and set(record) == {"status", "seq", "startedAt"}
     handle.result(5)
-    assert codec.loads(r.hget(client.keys.run_steps(handle.id), "long"))["status"] == "succeeded"
+    assert codec.loads(r.hget(client.keys.run_steps(handle.id, "default"), "long"))["status"] == "succeeded"
 
 
 def test_a_corrupt_cached_step_fails_the_run_with_a_clear_error(start, registry, client, r):
@@ -163,7 +164,7 @@ def test_a_corrupt_cached_step_fails_the_run_with_a_clear_error(start, registry,
         return ctx.step.run("s", lambda: 1)
 
     handle = cached.run(None, client=client)
-    r.hset(client.keys.run_steps(handle.id), "s", "{garbage")
+    r.hset(client.keys.run_steps(handle.id, "default"), "s", "{garbage")
     start()
     with pytest.raises(RunFailedError, match="stored record is not valid JSON"):
         handle.result(5)
@@ -184,7 +185,7 @@ def test_run_workflow_starts_a_child_with_the_seed_idempotency_key(start, regist
     start(concurrency=2)
     handle = parent.run(None, client=client)
     assert handle.result(10) == 42
-    key = client.keys.idempotency("child", step_workflow_idempotency_key(handle.id, "double", "child"))
+    key = client.keys.idempotency("child", step_workflow_idempotency_key(handle.id, "double", "child"), "default")
     child_id = r.get(key)
     child_run = client.get_run(child_id)
     assert child_run.status == "succeeded" and child_run.output == 42 and child_run.parent_run_id == handle.id
@@ -282,7 +283,7 @@ def test_emit_and_schedule_event_steps_emit_once_per_run(start, registry, client
     gevent.sleep(0.3)
     assert count(r, prefix, "signup") == 1  # the retried parent did not emit again
     assert client.get_run(later_ids[0]).status == "scheduled"
-    key = client.keys.idempotency("on-signup", _event_key(handle.id, "announce", "user.signup"))
+    key = client.keys.idempotency("on-signup", _event_key(handle.id, "announce", "user.signup"), "default")
     assert r.get(key) == now_ids[0]
 
 

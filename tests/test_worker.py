@@ -5,7 +5,7 @@ import time
 import gevent
 import pytest
 
-from helpers import wait_until
+from helpers import wait_until, write_run
 from redflow import (
     CanceledError,
     NonRetryableError,
@@ -87,7 +87,7 @@ def test_stop_leaves_runs_past_the_timeout_to_another_worker_which_replays_steps
     first.stop(timeout=0.2)
     state = client.get_run(handle.id)
     assert state.status == "running"  # left unfinalized, not canceled
-    assert r.get(client.keys.run_lease(handle.id)) is None  # released: no need to wait for expiry
+    assert r.get(client.keys.run_lease(handle.id, "default")) is None  # released: no need to wait for expiry
     start()
     assert handle.result(10) == "finished"
     assert count(r, prefix, "first") == 1  # the finished step was replayed, not re-run
@@ -155,7 +155,7 @@ def test_lease_is_taken_renewed_and_released(start, registry, client, r):
 
     start(lease_ms=400)
     handle = leased.run(None, client=client)
-    lease_key = client.keys.run_lease(handle.id)
+    lease_key = client.keys.run_lease(handle.id, "default")
     token = wait_until(lambda: r.get(lease_key))
     assert token.startswith("lease_")
     assert 0 < r.pttl(lease_key) <= 400
@@ -176,11 +176,11 @@ def test_a_lost_lease_stops_the_run_without_finalizing_it(start, registry, clien
 
     worker = start(lease_ms=300)
     handle = stolen.run(None, client=client)
-    lease_key = client.keys.run_lease(handle.id)
+    lease_key = client.keys.run_lease(handle.id, "default")
     wait_until(lambda: r.get(lease_key))
     r.set(lease_key, "lease_someone-else", px=5000)  # another worker owns it now
     wait_until(lambda: worker.stats["abandoned"] == 1, timeout=3)
-    fields = r.hgetall(client.keys.run(handle.id))
+    fields = r.hgetall(client.keys.run(handle.id, "default"))
     assert fields["status"] == "running" and "finishedAt" not in fields
     assert r.get(lease_key) == "lease_someone-else"  # not touched
     assert handle.id in r.lrange(client.keys.queue_processing("default"), 0, -1)
@@ -220,13 +220,13 @@ def test_runs_not_queued_or_running_are_dropped_without_work(start, registry, cl
         bump(r, prefix, "never")
 
     k = client.keys
-    r.hset(k.run("run_x"), mapping={"workflow": "never", "queue": "default", "status": status, "inputJson": "null"})
+    r.hset(k.run("run_x", "default"), mapping={"workflow": "never", "queue": "default", "status": status, "inputJson": "null"})
     r.lpush(k.queue_ready("default"), "run_x")
     worker = start()
     wait_until(lambda: worker.stats["skipped"] == 1)
     assert r.llen(k.queue_processing("default")) == 0 and r.llen(k.queue_ready("default")) == 0
-    assert r.hget(k.run("run_x"), "status") == status and count(r, prefix, "never") == 0
-    assert r.exists(k.run_lease("run_x")) == 0
+    assert r.hget(k.run("run_x", "default"), "status") == status and count(r, prefix, "never") == 0
+    assert r.exists(k.run_lease("run_x", "default")) == 0
 
 
 def test_a_queue_entry_whose_run_hash_is_missing_is_dropped(start, registry, client, r):
@@ -238,7 +238,7 @@ def test_a_queue_entry_whose_run_hash_is_missing_is_dropped(start, registry, cli
     worker = start()
     wait_until(lambda: worker.stats["skipped"] == 1)
     assert r.llen(client.keys.queue_processing("default")) == 0
-    assert r.exists(client.keys.run("run_missing")) == 0
+    assert r.exists(client.keys.run("run_missing", "default")) == 0
 
 
 # 5. cancellation -----------------------------------------------------------------
@@ -250,7 +250,7 @@ def test_cancel_requested_before_start_finalizes_canceled(start, registry, clien
         bump(r, prefix, "late")
 
     handle = late.run(None, client=client)
-    r.hset(client.keys.run(handle.id), "cancelRequestedAt", str(clock.now_ms()))
+    r.hset(client.keys.run(handle.id, "default"), "cancelRequestedAt", str(clock.now_ms()))
     start()
     with pytest.raises(CanceledError):
         handle.result(5)
@@ -308,19 +308,18 @@ def test_attempt_counts_fresh_pickups_only_not_recoveries(start, registry, clien
 
     k = client.keys
     # a run a crashed worker had started: status running, attempt 1, back in ready
-    r.hset(k.run("run_rec"), mapping={"workflow": "recover", "queue": "default", "status": "running",
-                                      "inputJson": "null", "attempt": "1", "maxAttempts": "3",
-                                      "createdAt": "1", "startedAt": "5"})  # fmt: skip
-    r.zadd(k.runs_status("running"), {"run_rec": 5})
+    write_run(r, client, "run_rec", {"workflow": "recover", "queue": "default", "status": "running", "inputJson": "null",
+                                     "attempt": "1", "maxAttempts": "3", "createdAt": "1", "startedAt": "5"})  # fmt: skip
+    r.zadd(k.runs_status("running", "default"), {"run_rec": 5})
     r.lpush(k.queue_ready("default"), "run_rec")
     start()
     assert client.wait_for("run_rec", timeout=5).outcome() == 1
-    fields = r.hgetall(k.run("run_rec"))
+    fields = r.hgetall(k.run("run_rec", "default"))
     assert fields["attempt"] == "1" and fields["startedAt"] == "5" and seen == [1]
 
     fresh = recover.run(None, client=client)
     assert fresh.result(5) == 1
-    assert r.hget(k.run(fresh.id), "attempt") == "1"
+    assert r.hget(k.run(fresh.id, "default"), "attempt") == "1"
 
 
 # 7. unknown workflow, invalid input ----------------------------------------------
@@ -332,8 +331,8 @@ def test_an_unknown_workflow_fails_the_run(start, registry, client, r):
         return None
 
     k = client.keys
-    r.hset(k.run("run_unknown"), mapping={"workflow": "vanished", "queue": "default", "status": "queued",
-                                          "inputJson": "null", "attempt": "0", "maxAttempts": "3"})  # fmt: skip
+    write_run(r, client, "run_unknown", {"workflow": "vanished", "queue": "default", "status": "queued",
+                                         "inputJson": "null", "attempt": "0", "maxAttempts": "3"})  # fmt: skip
     r.lpush(k.queue_ready("default"), "run_unknown")
     start()
     with pytest.raises(RunFailedError, match="UnknownWorkflowError"):
@@ -354,7 +353,7 @@ def test_invalid_input_calls_on_failure_and_fails_without_retry(start, registry,
         return ctx.input
 
     handle = checked.run(5, client=client)
-    r.hset(client.keys.run(handle.id), "inputJson", "-1")  # written by a client that did not validate
+    r.hset(client.keys.run(handle.id, "default"), "inputJson", "-1")  # written by a client that did not validate
     start()
     with pytest.raises(RunFailedError, match="must be positive"):
         handle.result(5)

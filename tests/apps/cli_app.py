@@ -5,20 +5,22 @@ handler executions independently of the engine's own bookkeeping.
 """
 
 import os
+from typing import Any
 
 import gevent
-import redis
 
 from redflow import Registry, define_workflow
+from redflow.connection import create_redis
 
 registry = Registry()
-_side: redis.Redis | None = None
+_side: Any = None
 
 
-def side() -> redis.Redis:
+def side() -> Any:
+    """A client of the same Redis (or Redis Cluster) for side effects the test counts."""
     global _side
     if _side is None:
-        _side = redis.Redis.from_url(os.environ["REDIS_URL"], decode_responses=True, max_connections=1000)
+        _side = create_redis(os.environ["REDIS_URL"], max_connections=1000)
     return _side
 
 

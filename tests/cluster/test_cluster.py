@@ -1,0 +1,140 @@
+"""What is particular to Redis Cluster: one slot per script, queues spread over
+masters, a failover under load that loses nothing, and a load test."""
+
+import time
+
+import gevent
+import pytest
+from redis.crc import key_slot
+
+from helpers import WorkerProcess, wait_until
+from redflow import create_client, define_workflow
+from redflow.keys import Keys
+from redflow.scripts import Scripts
+
+
+class _Recorder:
+    """Stands in for a redis client: records the KEYS of every script call."""
+
+    def __init__(self):
+        self.calls = []
+
+    def register_script(self, source):
+        recorder = self
+
+        class _Script:
+            script = source
+            sha = "x"
+
+            def __call__(self, keys, args, client):
+                recorder.calls.append(list(keys))
+                return ["created", "run_x"]
+
+        return _Script()
+
+
+def test_every_script_touches_keys_of_one_slot_in_cluster_mode():
+    rec = _Recorder()
+    scripts = Scripts(rec, Keys("redflow:v1", cluster=True))
+    common = {"run_id": "run_1", "queue": "emails"}
+    scripts.enqueue_run(**common, workflow="wf", input_json="{}", created_at=1, available_at=0, max_attempts=3,
+                        idempotency_key="k", idempotency_ttl_s=10)  # fmt: skip
+    scripts.start_run(**common, token="t", lease_ms=1000, now=1)
+    scripts.settle_run(**common, status="succeeded", now=1, token="t")
+    scripts.cancel_run(**common, now=1, reason="", error_json="")
+    scripts.retry_run(**common, now=1)
+    scripts.promote_run(**common, now=1)
+    scripts.claim_queued_run_for_inline(**common)
+    scripts.save_step(**common, token="t", name="s", step_json="{}", lease_ms=1000)
+    scripts.reap_run(**common)
+    assert len(rec.calls) == 9
+    for keys in rec.calls:
+        assert len({key_slot(k.encode()) for k in keys}) == 1, keys
+
+
+def test_single_redis_layout_is_unchanged_by_cluster_support():
+    k = Keys("redflow:v1")
+    assert k.run("run_1", "emails") == "redflow:v1:run:run_1"
+    assert k.queue_ready("emails") == "redflow:v1:q:emails:ready"
+    assert k.runs_status("queued", "emails") == "redflow:v1:runs:status:queued"
+    c = Keys("redflow:v1", cluster=True)
+    assert c.run("run_1", "emails") == "redflow:v1:{q:emails}:run:run_1"
+    assert c.queue_ready("emails") == "redflow:v1:{q:emails}:ready"
+    with pytest.raises(Exception, match="need the run's queue"):
+        c.run("run_1")
+
+
+def queues_on_distinct_masters(cluster, keys, count=3):
+    """Queue names whose slots belong to different masters."""
+    chosen, masters = [], set()
+    for i in range(200):
+        name = f"q{i}"
+        master = cluster.master_of(keys.queue_ready(name))
+        if master not in masters:
+            masters.add(master)
+            chosen.append(name)
+        if len(chosen) == count:
+            return chosen
+    raise AssertionError("could not find queues on distinct masters")
+
+
+def test_queues_spread_over_the_masters_and_runs_follow_their_queue(redis_cluster, registry, client, start):
+    names = queues_on_distinct_masters(redis_cluster, client.keys)
+    for name in names:
+        define_workflow(f"wf-{name}", queue=name, registry=registry)(lambda ctx: ctx.run.queue)
+    start(concurrency=6)
+    handles = [client.run(f"wf-{name}", None) for name in names for _ in range(5)]
+    assert sorted({h.result(10) for h in handles}) == sorted(names)
+    assert {client.queue_of(h.id) for h in handles} == set(names)
+    assert client.count_runs("succeeded") == 15
+    assert len(client.list_runs(status="succeeded", limit=100)) == 15
+
+
+def test_a_master_failover_under_load_loses_nothing(redis_cluster, registry, client, start, r, prefix):
+    seen = f"{prefix}:seen"
+
+    @define_workflow("survive", queue="failover", registry=registry)
+    def survive(ctx):
+        r.hincrby(seen, ctx.run.id, 1)
+        ctx.step.run("a", lambda: gevent.sleep(0.002))
+        return ctx.step.run("b", lambda: ctx.input)
+
+    total = 1500
+    handles = client.run_many("survive", range(total))
+    start(concurrency=50, lease_ms=3000)
+    wait_until(lambda: client.count_runs("succeeded") >= total // 4, timeout=60)
+    old, new = redis_cluster.failover_master_of(client.keys.queue_ready("failover"))
+    assert redis_cluster.master_of(client.keys.queue_ready("failover")) == new != old
+    wait_until(lambda: client.count_runs("succeeded") == total, timeout=120, interval=0.2)
+    assert sorted(h.result(1) for h in handles) == list(range(total))
+    assert r.llen(client.keys.queue_processing("failover")) == 0
+    assert r.llen(client.keys.queue_ready("failover")) == 0
+    executions = r.hgetall(seen)
+    assert len(executions) == total  # every run ran; a run cut by the failover may run twice (at-least-once)
+    print(f"\nfailover: {sum(1 for v in executions.values() if v != '1')} of {total} runs re-executed after the failover")
+
+
+def test_a_worker_process_drains_runs_on_three_masters(redis_cluster, prefix, r):
+    from tests.apps.cli_app import registry as app_registry
+
+    client = create_client(redis_cluster.url, prefix=prefix, registry=app_registry)
+    try:
+        total, queues = 3000, queues_on_distinct_masters(redis_cluster, client.keys)
+        seen = f"{prefix}:seen"
+        handles = [
+            handle
+            for index, queue in enumerate(queues)
+            for handle in client.run_many("count", ({"key": seen, "n": i} for i in range(index, total, 3)), queue=queue)
+        ]
+        began = time.monotonic()
+        one_node = f"redis://127.0.0.1:{redis_cluster.servers[0].port}"  # plus --cluster: a cluster seed node
+        extra = ("-Q", ",".join(queues), "--redis-url", one_node, "--cluster")
+        with WorkerProcess(redis_cluster.url, prefix, *extra, concurrency=200, lease_ms=5000) as worker:
+            wait_until(lambda: client.count_runs("succeeded") == total, timeout=120, interval=0.2)
+            elapsed = time.monotonic() - began
+            assert worker.stop() == 0
+        assert set(r.hgetall(seen).values()) == {"1"} and r.hlen(seen) == total
+        assert sorted(h.result(1) for h in handles) == list(range(1, total + 1))
+        print(f"\ncluster: {total} two-step runs in {elapsed:.2f}s ({total / elapsed:.0f} runs/s, incl. start-up)")
+    finally:
+        client.close()
