@@ -159,6 +159,10 @@ class Attempt:
     def __repr__(self) -> str:
         return f"Attempt({self.run_id}, {self.info.workflow!r}, attempt={self.info.attempt})"
 
+    def log_extra(self) -> dict[str, Any]:
+        """The structured fields of every log record about this attempt."""
+        return {"run_id": self.run_id, "workflow": self.info.workflow, "attempt": self.info.attempt}
+
     # -- the flow -----------------------------------------------------------
     def execute(self) -> Outcome:
         rt = self.rt
@@ -166,6 +170,8 @@ class Attempt:
             run_id=self.run_id, queue=self.queue, token=self.token, lease_ms=rt.lease_ms, now=clock.now_ms(), conn=self.conn
         )
         kind = reply[0]
+        if len(reply) > 2:  # skip / cancel name the workflow, for reports and metrics
+            self.info = RunInfo(self.run_id, reply[2], self.queue, 0, 1)
         if kind in ("busy", "missing", "skip"):
             return self._finish(Skipped(kind if kind != "skip" else f"status {reply[1]}"))
         if kind == "cancel":
@@ -176,6 +182,8 @@ class Attempt:
         if not isinstance(prepared, tuple):
             return self._finish(self.settle(prepared))
         workflow, input_value = prepared
+        if rt.observers.active:
+            rt.observers.on_start(self.run_id, self.info.workflow, self.queue, self.info.attempt)
         cache, max_seq = load_step_cache(raw_steps)
         rt.keeper.track(self)
         try:
@@ -266,7 +274,7 @@ class Attempt:
         try:
             workflow.on_failure(OnFailureContext(error=error, input=input_value, run=self.info))
         except Exception:  # on_failure must never break finalization (as in the seed)
-            log.exception("on_failure of %s raised; ignored", workflow.name, extra={"run_id": self.run_id})
+            log.exception("on_failure of %s raised; ignored", workflow.name, extra=self.log_extra())
 
     # -- settling ------------------------------------------------------------
     def settle(self, outcome: Outcome) -> Outcome:
@@ -288,7 +296,7 @@ class Attempt:
                 return outcome
         final = scripts.settle_run(run_id=self.run_id, queue=self.queue, now=now, token=self.token, conn=self.conn, **args)
         if final == "stale":
-            log.warning("run %s: another worker owns it now; not finalizing", self.run_id, extra={"run_id": self.run_id})
+            log.warning("run %s: another worker owns it now; not finalizing", self.run_id, extra=self.log_extra())
             return Abandoned(LEASE_LOST)
         if final == "scheduled":
             self.rt.wake_promoter(args["retry_at"])
@@ -337,10 +345,10 @@ class Attempt:
             self.interrupt(CANCELED)
         self.raise_if_interrupted()
 
-    def step_observed(self, name: str, status: str, duration_ms: int) -> None:
+    def step_observed(self, name: str, status: str, duration_s: float) -> None:
         observers = self.rt.observers
         if observers.active:
-            observers.on_step(self.info.workflow, name, status, duration_ms / 1000.0)
+            observers.on_step(self.info.workflow, name, status, duration_s)
 
     # -- child runs ------------------------------------------------------------
     def run_child_inline(self, queue: str, child_id: str) -> bool:

@@ -25,6 +25,7 @@ from .errors import RedflowError
 from .keys import DEFAULT_PREFIX
 
 DEFAULT_URL = "redis://127.0.0.1:6379/0"
+DASHBOARD_TOKEN_ENV = "REDFLOW_DASHBOARD_TOKEN"
 
 
 def resolve_prefix(prefix: str | None = None) -> str:
@@ -37,6 +38,11 @@ def resolve_prefix(prefix: str | None = None) -> str:
 def resolve_url(url: str | None = None) -> str:
     """An explicit URL wins; else ``REDIS_URL``; else the local default."""
     return url or os.environ.get("REDIS_URL") or DEFAULT_URL
+
+
+def resolve_dashboard_token(flag: str | None = None) -> str | None:
+    """``--token`` wins, else ``REDFLOW_DASHBOARD_TOKEN``; ``None`` means dashboard actions are off."""
+    return flag if flag is not None else os.environ.get(DASHBOARD_TOKEN_ENV) or None
 
 
 def is_cluster(client: Any) -> bool:

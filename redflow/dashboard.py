@@ -19,7 +19,6 @@ import argparse
 import hmac
 import html
 import logging
-import os
 import re
 import signal
 import socket
@@ -38,13 +37,14 @@ from . import clock
 from .admin import cancel_run, connect, connection_options, cron_entries, fmt_attempt, fmt_duration, fmt_error, fmt_time
 from .admin import preview, queue_counts, retry_run, workflow_names
 from .client import RedflowClient
+from .connection import DASHBOARD_TOKEN_ENV, resolve_dashboard_token
 from .errors import RedflowError
 from .keys import RUN_STATUSES, TERMINAL_STATUSES
 from .models import Run, Step
 
 log = logging.getLogger(__name__)
 
-TOKEN_ENV = "REDFLOW_DASHBOARD_TOKEN"
+TOKEN_ENV = DASHBOARD_TOKEN_ENV
 MIN_TOKEN_CHARS = 12
 ACTIONS_OFF = f"Actions are off: start the dashboard with --token or {TOKEN_ENV}."
 MAX_BODY_BYTES = 8192
@@ -125,7 +125,7 @@ class Response:
 
 def resolve_token(flag: str | None) -> str | None:
     """``--token`` wins, else ``REDFLOW_DASHBOARD_TOKEN``; ``None`` means actions are off."""
-    return flag if flag is not None else os.environ.get(TOKEN_ENV) or None
+    return resolve_dashboard_token(flag)
 
 
 class Dashboard:

@@ -36,6 +36,9 @@ class WorkerObserver:
     def on_attempt(self, report: AttemptReport) -> None:
         """An attempt ended (any outcome)."""
 
+    def on_start(self, run_id: str, workflow: str, queue: str, attempt: int) -> None:
+        """An attempt started: lease held, status running, the handler about to run."""
+
     def on_step(self, workflow: str, step: str, status: str, duration_s: float) -> None:
         """A step ran (not called for replayed steps)."""
 
@@ -72,6 +75,9 @@ class Observers(WorkerObserver):
 
     def on_attempt(self, report: AttemptReport) -> None:
         self._call("on_attempt", report)
+
+    def on_start(self, run_id: str, workflow: str, queue: str, attempt: int) -> None:
+        self._call("on_start", run_id, workflow, queue, attempt)
 
     def on_step(self, workflow: str, step: str, status: str, duration_s: float) -> None:
         self._call("on_step", workflow, step, status, duration_s)

@@ -160,5 +160,5 @@ class LeaseKeeper:
     def _lease_lost(self, attempt: Attempt, why: str) -> None:
         self.renewals_lost += 1
         self._observers.on_lease_lost(attempt.run_id)
-        log.warning("lease lost for run %s: %s", attempt.run_id, why, extra={"run_id": attempt.run_id})
+        log.warning("lease lost for run %s: %s", attempt.run_id, why, extra=attempt.log_extra())
         attempt.interrupt("lease_lost")

@@ -119,7 +119,7 @@ START_RUN_LUA = (
 -- does not drop the run.
 -- KEYS: 1 run, 2 steps, 3 lease, 4 processing, 5..10 status zsets
 -- ARGV: 1 run id, 2 lease token, 3 lease ms, 4 now ms
--- Returns {"busy"} | {"missing"} | {"skip", status} | {"cancel", status}
+-- Returns {"busy"} | {"missing"} | {"skip", status, workflow} | {"cancel", status, workflow}
 --       | {"started", run fields, step fields}
 local holder = redis.call("get", KEYS[3])
 if holder and holder ~= ARGV[2] then
@@ -137,12 +137,13 @@ local status = redis.call("hget", KEYS[1], "status")
 if not status then
   return drop({"missing"})
 end
+local workflow = redis.call("hget", KEYS[1], "workflow") or ""
 if status ~= "queued" and status ~= "running" then
-  return drop({"skip", status})
+  return drop({"skip", status, workflow})
 end
 local cancel_at = redis.call("hget", KEYS[1], "cancelRequestedAt")
 if cancel_at and cancel_at ~= "" then
-  return {"cancel", status}
+  return {"cancel", status, workflow}
 end
 if status == "queued" and not resumed then
   move_status(KEYS[1], 4, ARGV[1], "queued", "running", ARGV[4])

@@ -10,6 +10,7 @@ costs one (its final record, which also reports a pending cancel).
 from __future__ import annotations
 
 import inspect
+import time
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Callable, Mapping
@@ -131,6 +132,7 @@ class StepApi:
 
         running = RunningStep(name, seq, clock.now_ms())
         attempt.running_steps[name] = running
+        began = time.perf_counter()
         try:
             value = self._call(fn, name, timeout)
             try:
@@ -142,7 +144,7 @@ class StepApi:
             error_json = codec.dumps(error_to_json(exc))
             finished = clock.now_ms()
             attempt.save_step(name, step_failed_json(seq, running.started_at, finished, error_json))
-            attempt.step_observed(name, "failed", finished - running.started_at)
+            attempt.step_observed(name, "failed", time.perf_counter() - began)
             raise
         except BaseException:
             attempt.running_steps.pop(name, None)
@@ -151,7 +153,7 @@ class StepApi:
         finished = clock.now_ms()
         attempt.save_step(name, step_succeeded_json(seq, running.started_at, finished, output_json))
         self._cache[name] = {"status": STEP_SUCCEEDED, "seq": seq, "outputJson": output_json}
-        attempt.step_observed(name, "succeeded", finished - running.started_at)
+        attempt.step_observed(name, "succeeded", time.perf_counter() - began)
         return value
 
     def _call(self, fn: Callable[..., Any], name: str, timeout: float | None) -> Any:

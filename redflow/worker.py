@@ -277,7 +277,7 @@ class Worker:
 
     def _observe(self, attempt: Attempt, outcome: Outcome) -> None:
         self.stats[outcome.kind] += 1
-        extra = {"run_id": attempt.run_id, "workflow": attempt.info.workflow, "attempt": attempt.info.attempt}
+        extra = attempt.log_extra()
         match outcome:
             case Failed(error):
                 log.warning("run %s failed: %s: %s", attempt.run_id, type(error).__name__, error, extra=extra)

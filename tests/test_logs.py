@@ -50,7 +50,6 @@ def test_records_about_run_outcomes_carry_run_id_workflow_and_attempt(start, reg
     assert canceled["message"] == f"run {napper.id} canceled"
 
 
-@pytest.mark.xfail(strict=True, reason="lease.py logs a lost lease with run_id only (workflow and attempt are missing)")
 def test_a_lost_lease_record_names_the_workflow_and_attempt(start, registry, client, caplog, r):
     @define_workflow("stolen", registry=registry)
     def stolen(ctx):

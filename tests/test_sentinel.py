@@ -1,7 +1,6 @@
 """A Redis Sentinel URL (single primary) works for the client and the worker."""
 
 import subprocess
-import time
 from pathlib import Path
 
 import pytest

@@ -11,7 +11,6 @@ from helpers import ROOT
 from redflow import (
     CanceledError,
     InputValidationError,
-    NonRetryableError,
     OutputSerializationError,
     RedflowError,
     RunFailedError,
