@@ -71,7 +71,7 @@ class MetricsObserver(WorkerObserver):
         self.registry = registry if registry is not None else CollectorRegistry()
         self.worker: Worker | None = None
         reg = self.registry
-        self.started = Counter("redflow_runs_started", "Runs whose first attempt ran (counted when it ends).", ["workflow"], registry=reg)
+        self.started = Counter("redflow_runs_started", "Runs whose first attempt started.", ["workflow"], registry=reg)
         self.outcomes = {
             outcome: Counter(name, doc, ["workflow"], registry=reg) for outcome, (name, doc) in _OUTCOME_COUNTERS.items()
         }
@@ -106,9 +106,11 @@ class MetricsObserver(WorkerObserver):
         self.outcomes[report.outcome].labels(workflow).inc()
         if report.outcome == "skipped":
             return
-        if report.attempt == 1:
-            self.started.labels(workflow).inc()
         self.run_duration.labels(workflow, report.outcome).observe(max(0.0, report.finished_at - report.started_at))
+
+    def on_start(self, run_id: str, workflow: str, queue: str, attempt: int) -> None:
+        if attempt == 1:
+            self.started.labels(workflow).inc()
 
     def on_step(self, workflow: str, step: str, status: str, duration_s: float) -> None:
         self.step_duration.labels(workflow, status).observe(max(0.0, duration_s))
