@@ -64,22 +64,8 @@ def test_single_redis_layout_is_unchanged_by_cluster_support():
         c.run("run_1")
 
 
-def queues_on_distinct_masters(cluster, keys, count=3):
-    """Queue names whose slots belong to different masters."""
-    chosen, masters = [], set()
-    for i in range(200):
-        name = f"q{i}"
-        master = cluster.master_of(keys.queue_ready(name))
-        if master not in masters:
-            masters.add(master)
-            chosen.append(name)
-        if len(chosen) == count:
-            return chosen
-    raise AssertionError("could not find queues on distinct masters")
-
-
 def test_queues_spread_over_the_masters_and_runs_follow_their_queue(redis_cluster, registry, client, start):
-    names = queues_on_distinct_masters(redis_cluster, client.keys)
+    names = redis_cluster.queues_on_distinct_masters(client.keys)
     for name in names:
         define_workflow(f"wf-{name}", queue=name, registry=registry)(lambda ctx: ctx.run.queue)
     start(concurrency=6)
@@ -119,7 +105,7 @@ def test_a_worker_process_drains_runs_on_three_masters(redis_cluster, prefix, r)
 
     client = create_client(redis_cluster.url, prefix=prefix, registry=app_registry)
     try:
-        total, queues = 3000, queues_on_distinct_masters(redis_cluster, client.keys)
+        total, queues = 3000, redis_cluster.queues_on_distinct_masters(client.keys)
         seen = f"{prefix}:seen"
         handles = [
             handle
