@@ -1,0 +1,1 @@
+"""The chaos suite (issue 5): faults, load and bad input against real redis-servers and worker subprocesses."""

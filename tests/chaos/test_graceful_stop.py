@@ -1,0 +1,67 @@
+"""Promise 6: a graceful stop under load, and the second signal.
+
+SIGTERM while 500 runs are in flight: those runs finish, nothing new is
+claimed, and the process exits 0 within its grace period. A second SIGTERM
+exits at once; the runs it left are recovered by the next worker, their
+succeeded steps replayed.
+"""
+
+import signal
+import time
+
+from helpers import wait_until
+from tests.chaos.kit import prove_each_finalized_once, queue_leftovers
+
+STEPS = ("a", "b", "c")
+GRACE_S = 60
+
+
+def test_sigterm_lets_500_runs_in_flight_finish_claims_nothing_new_and_exits_0_within_the_grace_period(
+    engine, er, chaos_client, workers, side, witness, report
+):
+    keys = chaos_client.keys
+    worker = workers.spawn(engine.url, "--grace", str(GRACE_S), concurrency=500)
+    in_flight = [h.id for h in chaos_client.run_many("journey", [{"hold": "step", "hold_s": 3.0}] * 500)]
+    waiting = [h.id for h in chaos_client.run_many("journey", [{}] * 200)]  # FIFO: behind the 500
+    wait_until(lambda: len(side.steps("b")) == 500, timeout=60, interval=0.1, message="500 runs inside step b")
+
+    worker.signal(signal.SIGTERM)
+    signaled_at = time.monotonic()
+    assert worker.wait(timeout=GRACE_S + 30) == 0
+    stopped_s = time.monotonic() - signaled_at
+    report(f"exited 0 {stopped_s:.1f}s after SIGTERM with 500 runs in flight (each had up to 3 s left; grace {GRACE_S} s)")
+
+    assert stopped_s < GRACE_S
+    prove_each_finalized_once(er, keys, in_flight, witness=witness)
+    assert {h: side.handler(h) for h in waiting} == dict.fromkeys(waiting, 0)  # never claimed
+    assert {chaos_client.get_run(h).status for h in waiting} == {"queued"}
+    assert er.llen(keys.queue_ready("default")) == 200 and er.llen(keys.queue_processing("default")) == 0
+    assert "stopping gracefully" in worker.output() and "worker stopped" in worker.output()
+
+
+def test_a_second_sigterm_exits_at_once_and_the_next_worker_recovers_the_runs_without_rerunning_succeeded_steps(
+    engine, er, chaos_client, workers, side, witness, report
+):
+    keys = chaos_client.keys
+    worker = workers.spawn(engine.url, "--grace", str(GRACE_S), concurrency=200)
+    ids = [h.id for h in chaos_client.run_many("journey", [{"hold": "step", "hold_s": 60}] * 200)]
+    wait_until(lambda: len(side.steps("b")) == 200, timeout=60, interval=0.1, message="200 runs inside step b")
+
+    worker.signal(signal.SIGTERM)
+    wait_until(lambda: "stopping gracefully" in worker.output(), timeout=10)
+    worker.signal(signal.SIGTERM)
+    signaled_at = time.monotonic()
+    assert worker.wait(timeout=10) != 0
+    exit_s = time.monotonic() - signaled_at
+    assert {chaos_client.get_run(h).status for h in ids} == {"running"}  # left, not finalized
+
+    workers.spawn(engine.url, concurrency=200)
+    for run_id in ids:
+        chaos_client.wait_for(run_id, timeout=60)
+    report(f"second SIGTERM: exited {exit_s:.2f}s after it; the next worker finished all 200 runs "
+           f"{time.monotonic() - signaled_at:.1f}s after it")  # fmt: skip
+
+    prove_each_finalized_once(er, keys, ids, witness=witness)
+    for run_id in ids:
+        assert side.executions(run_id, STEPS) == {"handler": 2, "a": 1, "b": 2, "c": 1}, run_id
+    assert set(queue_leftovers(er, keys, ["default"]).values()) == {0}
