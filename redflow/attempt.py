@@ -41,6 +41,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: What a reply byte that is not UTF-8 decodes to.
+_NOT_AN_ID = "\ufffd"
+
 CANCELED = "canceled"
 LEASE_LOST = "lease_lost"
 WORKER_STOPPED = "worker_stopped"
@@ -166,6 +169,8 @@ class Attempt:
     # -- the flow -----------------------------------------------------------
     def execute(self) -> Outcome:
         rt = self.rt
+        if _NOT_AN_ID in self.run_id:  # bytes that are not UTF-8: not a run, and not removable by name
+            return self._finish(self._purge_invalid())
         reply = rt.scripts.start_run(
             run_id=self.run_id, queue=self.queue, token=self.token, lease_ms=rt.lease_ms, now=clock.now_ms(), conn=self.conn
         )
@@ -191,6 +196,11 @@ class Attempt:
         finally:
             rt.keeper.untrack(self)
         return self._finish(self.settle(outcome))
+
+    def _purge_invalid(self) -> Outcome:
+        removed = self.rt.scripts.purge_invalid_entries(queue=self.queue, conn=self.conn)
+        log.warning("queue %r: dropped %d entry(ies) that are not run ids: %r", self.queue, len(removed), removed[:5])
+        return Skipped("not a run id")
 
     def _finish(self, outcome: Outcome) -> Outcome:
         rt = self.rt
@@ -294,7 +304,9 @@ class Attempt:
                 return outcome
             case _:
                 return outcome
-        final = scripts.settle_run(run_id=self.run_id, queue=self.queue, now=now, token=self.token, conn=self.conn, **args)
+        final = scripts.settle_run(
+            run_id=self.run_id, queue=self.queue, now=now, token=self.token, lease_ms=self.rt.lease_ms, conn=self.conn, **args
+        )
         if final == "stale":
             log.warning("run %s: another worker owns it now; not finalizing", self.run_id, extra=self.log_extra())
             return Abandoned(LEASE_LOST)

@@ -47,13 +47,14 @@ class Keys:
     arguments of run keys are ignored.
     """
 
-    __slots__ = ("prefix", "cluster", "_p", "_status")
+    __slots__ = ("prefix", "cluster", "_p", "_status", "_status_by_queue")
 
     def __init__(self, prefix: str = DEFAULT_PREFIX, *, cluster: bool = False) -> None:
         self.prefix = prefix.rstrip(":") or DEFAULT_PREFIX
         self.cluster = cluster
         self._p = self.prefix + ":"
         self._status = [f"{self._p}runs:status:{s}" for s in RUN_STATUSES]
+        self._status_by_queue: dict[str, list[str]] = {}
 
     def __repr__(self) -> str:
         return f"Keys({self.prefix!r}{', cluster=True' if self.cluster else ''})"
@@ -96,7 +97,10 @@ class Keys:
         """The six ``runs:status:*`` zsets in :data:`RUN_STATUSES` order."""
         if not self.cluster:
             return self._status
-        return [self.runs_status(s, queue) for s in RUN_STATUSES]
+        cached = self._status_by_queue.get(queue or "")
+        if cached is None:
+            cached = self._status_by_queue[queue or ""] = [self.runs_status(s, queue) for s in RUN_STATUSES]
+        return cached
 
     def run(self, run_id: str, queue: str | None = None) -> str:
         """hash: the run (workflow, queue, status, inputJson, attempt, ...)."""

@@ -158,6 +158,10 @@ class Reaper:
         for queue in self.queues:
             pipe.lrange(keys.queue_processing(queue), 0, -1)
         entries = {(queue, run_id) for queue, ids in zip(self.queues, pipe.execute()) for run_id in ids}
+        for queue in {queue for queue, run_id in entries if "\ufffd" in run_id}:
+            removed = self.client.scripts.purge_invalid_entries(queue=queue)
+            log.warning("reaper: dropped %d processing entry(ies) of %r that are not run ids: %r", len(removed), queue, removed[:5])
+        entries = {entry for entry in entries if "\ufffd" not in entry[1]}
         lingering = sorted(entries & self._seen)
         self._seen = entries
         if not lingering:

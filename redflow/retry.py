@@ -13,6 +13,7 @@ import random
 
 from .errors import (
     CanceledError,
+    CorruptDataError,
     InputValidationError,
     NonRetryableError,
     OutputSerializationError,
@@ -25,6 +26,7 @@ RETRY_JITTER_MS = 100
 
 _NOT_RETRYABLE = (
     NonRetryableError,
+    CorruptDataError,
     InputValidationError,
     UnknownWorkflowError,
     OutputSerializationError,

@@ -30,12 +30,38 @@ _STATUS_LUA = """
 local STATUS_INDEX = {scheduled = 1, queued = 2, running = 3, succeeded = 4, failed = 5, canceled = 6}
 local TERMINAL = {succeeded = true, failed = true, canceled = true}
 
-local function move_status(run_key, S, run_id, prev, next_status, at)
+-- ``fields``: more field/value pairs written with the status (one HSET).
+local function move_status(run_key, S, run_id, prev, next_status, at, fields)
   if prev and STATUS_INDEX[prev] then
     redis.call("zrem", KEYS[S + STATUS_INDEX[prev]], run_id)
   end
-  redis.call("hset", run_key, "status", next_status)
+  if fields then
+    redis.call("hset", run_key, "status", next_status, unpack(fields))
+  else
+    redis.call("hset", run_key, "status", next_status)
+  end
   redis.call("zadd", KEYS[S + STATUS_INDEX[next_status]], at, run_id)
+end
+"""
+
+# Whether an attempt still owns its run: it holds the lease, or (when it
+# ``may_retake``) nobody does and the run is still running and still in
+# processing (the lease lapsed but no reaper or worker took the run over),
+# in which case the lease is taken again. The reaper's check is atomic too,
+# so exactly one side wins. Progress (a step's result, the run's end) may
+# retake a lapsed lease; the keeper's bookkeeping (renewals, markers) may not,
+# so that a lapsed lease stops an attempt that is only waiting.
+_OWNS_LUA = """
+local function owns(lease_key, token, status, processing_key, run_id, lease_ms, may_retake)
+  local holder = redis.call("get", lease_key)
+  if holder == token then
+    return true
+  end
+  if holder or not may_retake or status ~= "running" or not redis.call("lpos", processing_key, run_id) then
+    return false
+  end
+  redis.call("set", lease_key, token, "PX", lease_ms)
+  return true
 end
 """
 
@@ -44,26 +70,21 @@ end
 _FINALIZE_LUA = (
     _STATUS_LUA
     + """
-local function finalize(run_key, S, done_key, run_id, prev, requested, at, output_json, error_json, wake_ttl)
+local function finalize(run_key, S, done_key, run_id, prev, requested, cancel_at, at, output_json, error_json, wake_ttl)
   local final = requested
-  if requested ~= "canceled" then
-    local cancel_at = redis.call("hget", run_key, "cancelRequestedAt")
-    if cancel_at and cancel_at ~= "" then
-      final = "canceled"
-    end
+  if requested ~= "canceled" and cancel_at and cancel_at ~= "" then
+    final = "canceled"
   end
-  move_status(run_key, S, run_id, prev, final, at)
-  redis.call("hdel", run_key, "availableAt")
   if final == "succeeded" then
-    redis.call("hset", run_key, "outputJson", output_json)
-    redis.call("hdel", run_key, "errorJson")
+    move_status(run_key, S, run_id, prev, final, at, {"outputJson", output_json, "finishedAt", at})
+    redis.call("hdel", run_key, "availableAt", "errorJson")
+  elseif error_json ~= "" then
+    move_status(run_key, S, run_id, prev, final, at, {"errorJson", error_json, "finishedAt", at})
+    redis.call("hdel", run_key, "availableAt", "outputJson")
   else
-    redis.call("hdel", run_key, "outputJson")
-    if error_json ~= "" then
-      redis.call("hset", run_key, "errorJson", error_json)
-    end
+    move_status(run_key, S, run_id, prev, final, at, {"finishedAt", at})
+    redis.call("hdel", run_key, "availableAt", "outputJson")
   end
-  redis.call("hset", run_key, "finishedAt", at)
   redis.call("rpush", done_key, "1")
   redis.call("pexpire", done_key, wake_ttl)
   return final
@@ -133,24 +154,22 @@ local function drop(reply)
   redis.call("lrem", KEYS[4], 0, ARGV[1])
   return reply
 end
-local status = redis.call("hget", KEYS[1], "status")
+local run = redis.call("hmget", KEYS[1], "status", "workflow", "cancelRequestedAt", "startedAt")
+local status, workflow, cancel_at, started_at = run[1], run[2] or "", run[3], run[4]
 if not status then
   return drop({"missing"})
 end
-local workflow = redis.call("hget", KEYS[1], "workflow") or ""
 if status ~= "queued" and status ~= "running" then
   return drop({"skip", status, workflow})
 end
-local cancel_at = redis.call("hget", KEYS[1], "cancelRequestedAt")
 if cancel_at and cancel_at ~= "" then
   return {"cancel", status, workflow}
 end
+local first_pickup = not started_at or started_at == ""
 if status == "queued" and not resumed then
-  move_status(KEYS[1], 4, ARGV[1], "queued", "running", ARGV[4])
+  move_status(KEYS[1], 4, ARGV[1], "queued", "running", ARGV[4], first_pickup and {"startedAt", ARGV[4]} or nil)
   redis.call("hincrby", KEYS[1], "attempt", 1)
-end
-local started_at = redis.call("hget", KEYS[1], "startedAt")
-if not started_at or started_at == "" then
+elseif first_pickup then
   redis.call("hset", KEYS[1], "startedAt", ARGV[4])
 end
 return {"started", redis.call("hgetall", KEYS[1]), redis.call("hgetall", KEYS[2])}
@@ -159,47 +178,48 @@ return {"started", redis.call("hgetall", KEYS[1]), redis.call("hgetall", KEYS[2]
 
 SETTLE_RUN_LUA = (
     _FINALIZE_LUA
+    + _OWNS_LUA
     + """
 -- End one attempt: finalize (succeeded / failed / canceled) or schedule a
 -- retry, remove the run from processing and release the lease, in one trip.
--- Refuses when another worker holds the lease (this worker lost the run),
--- and never finalizes a run twice.
+-- Refuses when this attempt no longer owns the run (see owns), and never
+-- finalizes a run twice: a repeated call finds it terminal and changes nothing.
 -- KEYS: 1 run, 2..7 status zsets, 8 processing, 9 lease, 10 done, 11 queue scheduled
 -- ARGV: 1 run id, 2 status (succeeded|failed|canceled|scheduled), 3 now ms,
---       4 outputJson, 5 errorJson, 6 lease token, 7 wake ttl ms, 8 retry at ms
+--       4 outputJson, 5 errorJson, 6 lease token, 7 wake ttl ms, 8 retry at ms, 9 lease ms
 -- Returns the status the run ended in, "stale" or "missing".
-local holder = redis.call("get", KEYS[9])
-if holder and holder ~= ARGV[6] then
-  return "stale"
-end
 local function release(reply)
   redis.call("lrem", KEYS[8], 0, ARGV[1])
-  if holder then
+  if redis.call("get", KEYS[9]) == ARGV[6] then
     redis.call("del", KEYS[9])
   end
   return reply
 end
-local prev = redis.call("hget", KEYS[1], "status")
+local run = redis.call("hmget", KEYS[1], "status", "cancelRequestedAt")
+local prev, cancel_at = run[1], run[2]
 if not prev then
   return release("missing")
 end
 if TERMINAL[prev] then
   return release(prev)
 end
+if not owns(KEYS[9], ARGV[6], prev, KEYS[8], ARGV[1], ARGV[9], true) then
+  return "stale"
+end
 local requested = ARGV[2]
 if requested == "scheduled" then
-  local cancel_at = redis.call("hget", KEYS[1], "cancelRequestedAt")
   if cancel_at and cancel_at ~= "" then
     requested = "canceled"
   else
-    move_status(KEYS[1], 1, ARGV[1], prev, "scheduled", ARGV[3])
-    redis.call("hset", KEYS[1], "availableAt", ARGV[8], "errorJson", ARGV[5])
+    move_status(KEYS[1], 1, ARGV[1], prev, "scheduled", ARGV[3], {"availableAt", ARGV[8], "errorJson", ARGV[5]})
     redis.call("zadd", KEYS[11], ARGV[8], ARGV[1])
     return release("scheduled")
   end
 end
-local final = finalize(KEYS[1], 1, KEYS[10], ARGV[1], prev, requested, ARGV[3], ARGV[4], ARGV[5], ARGV[7])
-redis.call("zrem", KEYS[11], ARGV[1])
+local final = finalize(KEYS[1], 1, KEYS[10], ARGV[1], prev, requested, cancel_at, ARGV[3], ARGV[4], ARGV[5], ARGV[7])
+if prev == "scheduled" then
+  redis.call("zrem", KEYS[11], ARGV[1])
+end
 return release(final)
 """
 )
@@ -221,7 +241,7 @@ if TERMINAL[prev] then
 end
 redis.call("hset", KEYS[1], "cancelRequestedAt", ARGV[2], "cancelReason", ARGV[3])
 if prev == "queued" or prev == "scheduled" then
-  finalize(KEYS[1], 1, KEYS[8], ARGV[1], prev, "canceled", ARGV[2], "", ARGV[4], ARGV[5])
+  finalize(KEYS[1], 1, KEYS[8], ARGV[1], prev, "canceled", ARGV[2], ARGV[2], "", ARGV[4], ARGV[5])
   redis.call("zrem", KEYS[9], ARGV[1])
   return "canceled"
 end
@@ -310,23 +330,24 @@ redis.call("lpush", KEYS[2], ARGV[1])
 return 1
 """
 
-SAVE_STEP_LUA = """
--- Record one step, fenced by the run's lease, and extend the lease (a run
--- that makes progress keeps its lease even if the keeper is late); returns
--- the run's cancelRequestedAt so that a step boundary notices a cancel for free.
--- With ARGV[4] = startedAt of a step still going, only writes the "running"
--- marker if no record of that execution (or a success) is there already.
--- KEYS: 1 steps, 2 lease, 3 run
--- ARGV: 1 lease token, 2 step name, 3 step JSON, 4 marker startedAt or "", 5 lease ms
+SAVE_STEP_LUA = (
+    _OWNS_LUA
+    + """
+-- Record one step if this attempt still owns the run (see owns), and extend
+-- the lease (a run that makes progress keeps its lease even if the keeper is
+-- late); returns the run's cancelRequestedAt so that a step boundary notices
+-- a cancel for free. With ARGV[4] = startedAt of a step still going, only
+-- writes the "running" marker if no record of that execution (or a success)
+-- is there already.
+-- KEYS: 1 steps, 2 lease, 3 run, 4 processing
+-- ARGV: 1 lease token, 2 step name, 3 step JSON, 4 marker startedAt or "", 5 lease ms, 6 run id
 -- Returns {"saved"|"kept"|"stale", cancelRequestedAt}.
-local holder = redis.call("get", KEYS[2])
-if holder and holder ~= ARGV[1] then
+local run = redis.call("hmget", KEYS[3], "status", "cancelRequestedAt")
+if not owns(KEYS[2], ARGV[1], run[1], KEYS[4], ARGV[6], ARGV[5], ARGV[4] == "") then
   return {"stale", ""}
 end
-if holder then
-  redis.call("pexpire", KEYS[2], ARGV[5])
-end
-local cancel_at = redis.call("hget", KEYS[3], "cancelRequestedAt") or ""
+redis.call("pexpire", KEYS[2], ARGV[5])
+local cancel_at = run[2] or ""
 if ARGV[4] ~= "" then
   local current = redis.call("hget", KEYS[1], ARGV[2])
   if current then
@@ -339,6 +360,22 @@ if ARGV[4] ~= "" then
 end
 redis.call("hset", KEYS[1], ARGV[2], ARGV[3])
 return {"saved", cancel_at}
+"""
+)
+
+PURGE_INVALID_ENTRIES_LUA = """
+-- A processing list entry that cannot be a run id (not ``[A-Za-z0-9_:.-]``,
+-- e.g. binary bytes) is removed, by its raw bytes, which a decoded reply
+-- cannot name; returns the removed entries.
+-- KEYS: 1 processing
+local removed = {}
+for _, entry in ipairs(redis.call("lrange", KEYS[1], 0, -1)) do
+  if not string.match(entry, "^[%w_:%.%-]+$") then
+    redis.call("lrem", KEYS[1], 0, entry)
+    table.insert(removed, entry)
+  end
+end
+return removed
 """
 
 REAP_RUN_LUA = """
@@ -375,6 +412,7 @@ class Scripts:
         self._claim_inline = register(CLAIM_QUEUED_RUN_FOR_INLINE_LUA)
         self._save_step = register(SAVE_STEP_LUA)
         self._reap = register(REAP_RUN_LUA)
+        self._purge = register(PURGE_INVALID_ENTRIES_LUA)
 
     def load_all(self) -> None:
         """Load every script (on every primary of a cluster): pipelines on
@@ -382,7 +420,7 @@ class Scripts:
         has an empty script cache."""
         for script in (
             self._enqueue, self._start, self._settle, self._cancel, self._promote, self._retry,
-            self._unlock, self._renew, self._claim_inline, self._save_step, self._reap,
+            self._unlock, self._renew, self._claim_inline, self._save_step, self._reap, self._purge,
         ):  # fmt: skip
             script.sha = self._redis.script_load(script.script)
 
@@ -442,6 +480,7 @@ class Scripts:
         status: str,
         now: int,
         token: str,
+        lease_ms: int,
         output_json: str = "",
         error_json: str = "",
         retry_at: int = 0,
@@ -453,7 +492,7 @@ class Scripts:
             k.run(run_id, queue), *k.all_runs_status(queue), k.queue_processing(queue), k.run_lease(run_id, queue),
             k.run_done(run_id, queue), k.queue_scheduled(queue),
         ]  # fmt: skip
-        args = [run_id, status, now, output_json, error_json, token, WAKE_TTL_MS, retry_at]
+        args = [run_id, status, now, output_json, error_json, token, WAKE_TTL_MS, retry_at, lease_ms]
         return self._call(self._settle, keys, args, conn)
 
     def cancel_run(self, *, run_id: str, queue: str, now: int, reason: str, error_json: str, conn: Any = None) -> str:
@@ -501,9 +540,13 @@ class Scripts:
     ) -> Any:
         """Returns ``["saved" | "kept" | "stale", cancelRequestedAt]`` (on a pipeline: the pipeline)."""
         k = self.keys
-        keys = [k.run_steps(run_id, queue), k.run_lease(run_id, queue), k.run(run_id, queue)]
+        keys = [k.run_steps(run_id, queue), k.run_lease(run_id, queue), k.run(run_id, queue), k.queue_processing(queue)]
         marker = "" if marker_started_at is None else str(marker_started_at)
-        return self._call(self._save_step, keys, [token, name, step_json, marker, lease_ms], conn)
+        return self._call(self._save_step, keys, [token, name, step_json, marker, lease_ms, run_id], conn)
+
+    def purge_invalid_entries(self, *, queue: str, conn: Any = None) -> list[str]:
+        """Remove processing entries that cannot be run ids; returns them (decoded with U+FFFD)."""
+        return self._call(self._purge, [self.keys.queue_processing(queue)], [], conn)
 
     def reap_run(self, *, run_id: str, queue: str, conn: Any = None) -> bool:
         k = self.keys

@@ -27,6 +27,7 @@ from .attempt import (
     Outcome,
     Retrying,
     Runtime,
+    Skipped,
 )
 from .client import RedflowClient, create_client, set_default_client
 from .connection import create_redis, resolve_prefix
@@ -137,6 +138,7 @@ class Worker:
         if self._started:
             return self
         self.client.sync_registry(self.registry)
+        self.client.scripts.load_all()  # once, instead of a NOSCRIPT per slot on a fresh Redis
         if not self.queues:
             log.warning("worker has no queues: its registry defines no workflows")
         self._started = True
@@ -287,6 +289,9 @@ class Worker:
                 log.info("run %s canceled", attempt.run_id, extra=extra)
             case Abandoned(reason):
                 log.warning("run %s left to another worker (%s)", attempt.run_id, reason, extra=extra)
+            case Skipped("missing"):
+                log.warning("queue %r: dropped entry %s: no such run (no run hash, or one without a status)",
+                            attempt.queue, attempt.run_id, extra=extra)  # fmt: skip
             case _:
                 log.debug("run %s %s", attempt.run_id, outcome.kind, extra=extra)
 

@@ -40,6 +40,7 @@ def work_one(client, queue, *, status="succeeded", output=None, error=None):
     reply = client.scripts.start_run(run_id=run_id, queue=queue, token=token, lease_ms=5000, now=clock.now_ms())
     assert reply[0] == "started"
     client.scripts.settle_run(
+        lease_ms=5000,
         run_id=run_id,
         queue=queue,
         status=status,
@@ -176,7 +177,9 @@ def test_cancel_queued_scheduled_running_and_finished(client, echo, r):
     fields = r.hgetall(k.run(running.id))
     assert fields["status"] == "running" and int(fields["cancelRequestedAt"]) > 0
     # the worker's finalize turns a success into canceled when a cancel was requested
-    final = client.scripts.settle_run(run_id=run_id, queue="q1", status="succeeded", now=clock.now_ms(), token="t", output_json="1")
+    final = client.scripts.settle_run(
+        run_id=run_id, queue="q1", status="succeeded", now=clock.now_ms(), token="t", lease_ms=5000, output_json="1"
+    )
     assert final == "canceled"
 
     assert client.cancel(running.id) is False  # already finished

@@ -40,6 +40,7 @@ def test_retry_delay_is_exponential_with_jitter_and_a_cap(attempt, low, high):
         (UnknownWorkflowError("x"), False),
         (OutputSerializationError("x"), False),
         (CanceledError(), False),
+        (CorruptDataError("x"), False),
     ],
 )
 def test_which_errors_retry(err, retryable):
