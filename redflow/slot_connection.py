@@ -21,6 +21,8 @@ from redis.exceptions import AskError, ClusterDownError, MovedError, NoScriptErr
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from redis.crc import key_slot
+
 from .connection import is_cluster
 
 log = logging.getLogger(__name__)
@@ -180,12 +182,19 @@ class ClusterSlotConnection:
         self._cluster = cluster
         self._timeout_s = timeout_s
         self._by_node: dict[str, SlotConnection] = {}
+        # hash slot -> connection, so that the hot path skips redis-py's routing
+        # (wrappers, locks); dropped whenever the slot map is refreshed
+        self._by_slot: dict[int, SlotConnection] = {}
 
     def _for_key(self, key: Any) -> SlotConnection:
-        node = self._cluster.nodes_manager.get_node_from_slot(self._cluster.keyslot(key))
-        conn = self._by_node.get(node.name)
+        slot = key_slot(key.encode() if isinstance(key, str) else key)
+        conn = self._by_slot.get(slot)
         if conn is None:
-            conn = self._by_node[node.name] = SlotConnection(node.redis_connection, timeout_s=self._timeout_s)
+            node = self._cluster.nodes_manager.get_node_from_slot(slot)
+            conn = self._by_node.get(node.name)
+            if conn is None:
+                conn = self._by_node[node.name] = SlotConnection(node.redis_connection, timeout_s=self._timeout_s)
+            self._by_slot[slot] = conn
         return conn
 
     def execute(self, *args: Any, block_s: float = 0.0) -> Any:
@@ -203,6 +212,7 @@ class ClusterSlotConnection:
 
     def _refresh(self, exc: Exception, attempt: int) -> None:
         log.info("cluster: %s; refreshing the slot map", exc)
+        self._by_slot.clear()
         gevent.sleep(min(0.05 * 2**attempt, 1.0))
         try:
             self._cluster.nodes_manager.initialize()
