@@ -22,7 +22,7 @@ _EXPORTS = {
     # client
     "create_client": "client",
     "RedflowClient": "client",
-    "RunHandle": "client",
+    "RunHandle": "handle",
     "get_default_client": "client",
     "set_default_client": "client",
     # models
@@ -68,7 +68,8 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from .client import RedflowClient, RunHandle, create_client, get_default_client, set_default_client
+    from .client import RedflowClient, create_client, get_default_client, set_default_client
+    from .handle import RunHandle
     from .context import CancelSignal, OnFailureContext, RunInfo, WorkflowContext
     from .errors import (
         CanceledError,

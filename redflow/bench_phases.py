@@ -28,7 +28,8 @@ from . import bench_app
 from .bench_profile import recording
 from .bench_probe import BenchError, Probe, ServerDelta, Timing, percentiles, process_sample, server_delta
 from .bench_worker import BenchTimeout, BenchWorker, InProcessWorker, SubprocessWorker
-from .client import RedflowClient, RunHandle
+from .client import RedflowClient
+from .handle import RunHandle
 from .connection import create_redis
 
 #: How long the worker gets to have every slot blocked in its claim before a drain.

@@ -112,7 +112,10 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--log-level", dest="sub_log_level", default=None, choices=["debug", "info", "warning", "error"])
     worker.set_defaults(func=_worker)
     for name in COMMAND_MODULES:
-        importlib.import_module(name).register(sub)
+        try:
+            importlib.import_module(name).register(sub)
+        except Exception as exc:  # one broken optional command must not take `worker` down with it
+            print(f"redflow-gevent: the commands of {name} are unavailable: {type(exc).__name__}: {exc}", file=sys.stderr)
     return parser
 
 

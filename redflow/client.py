@@ -19,16 +19,16 @@ from .errors import (
     CorruptDataError,
     InputValidationError,
     RedflowError,
-    RunFailedError,
     RunNotFoundError,
     SerializationError,
     TimeoutError,
     UnknownWorkflowError,
     error_to_json,
 )
-from .keys import RUN_STATUSES, TERMINAL_STATUSES, Keys, event_run_idempotency_key, new_id
+from .keys import RUN_STATUSES, Keys, event_run_idempotency_key, new_id
 from .models import EventDef, Run, RunField, Step, WorkflowField, max_attempts_of
 from .registry import Registry, Workflow, get_default_registry
+from .handle import RunHandle, RunState
 from .scripts import Scripts
 
 IDEMPOTENCY_TTL_S = 7 * 24 * 3600
@@ -49,75 +49,6 @@ class _Target:
     queue: str
     max_attempts: int
     workflow: Workflow | None
-
-
-@dataclass(frozen=True, slots=True)
-class RunState:
-    """The fields a waiter needs: status and outcome (one HMGET)."""
-
-    run_id: str
-    status: str
-    queue: str
-    output_json: str | None
-    error_json: str | None
-    cancel_reason: str | None
-
-    @property
-    def is_terminal(self) -> bool:
-        return self.status in TERMINAL_STATUSES
-
-    def outcome(self) -> Any:
-        """The output of a finished run, or the error its end means."""
-        if self.status == "succeeded":
-            return codec.loads(self.output_json, what=f"run {self.run_id} outputJson") if self.output_json else None
-        if self.status == "failed":
-            error = codec.try_loads(self.error_json)
-            raise RunFailedError(self.run_id, error if isinstance(error, dict) else None)
-        if self.status == "canceled":
-            raise CanceledError(f"Run canceled: {self.cancel_reason}" if self.cancel_reason else "Run canceled")
-        raise RedflowError(f"run {self.run_id} has not finished (status {self.status!r})")
-
-
-class RunHandle:
-    """A started run: its id, and ways to wait for it or look at it."""
-
-    __slots__ = ("id", "client")
-
-    def __init__(self, client: RedflowClient, run_id: str) -> None:
-        self.client = client
-        self.id = run_id
-
-    def __repr__(self) -> str:
-        return f"RunHandle({self.id!r})"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, RunHandle) and other.id == self.id
-
-    def __hash__(self) -> int:
-        return hash(self.id)
-
-    def result(self, timeout: float = 30.0) -> Any:
-        """Wait for the run to end: its output, or ``RunFailedError`` / ``CanceledError``;
-        ``TimeoutError`` if it has not ended within ``timeout`` seconds."""
-        return self.client.wait_for(self.id, timeout=timeout).outcome()
-
-    def status(self) -> str:
-        state = self.client.read_state(self.id)
-        if state is None:
-            raise RunNotFoundError(self.id)
-        return state.status
-
-    def get(self) -> Run | None:
-        return self.client.get_run(self.id)
-
-    def steps(self) -> list[Step]:
-        return self.client.get_steps(self.id)
-
-    def cancel(self, reason: str | None = None) -> bool:
-        return self.client.cancel(self.id, reason=reason)
-
-    def retry(self) -> bool:
-        return self.client.retry(self.id)
 
 
 class RedflowClient:

@@ -10,7 +10,8 @@ from . import cron
 from .errors import InputValidationError, RedflowError
 
 if TYPE_CHECKING:
-    from .client import RedflowClient, RunHandle
+    from .client import RedflowClient
+    from .handle import RunHandle
     from .context import OnFailureContext, WorkflowContext
 
 Handler = Callable[["WorkflowContext"], Any]

@@ -31,7 +31,7 @@ from .models import STEP_SUCCEEDED, step_failed_json, step_seq, step_succeeded_j
 
 if TYPE_CHECKING:
     from .attempt import Attempt
-    from .client import RunState
+    from .handle import RunState
     from .registry import Workflow
 
 DEFAULT_RESULT_TIMEOUT_S = 30.0

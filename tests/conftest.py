@@ -17,17 +17,13 @@ import redis  # noqa: E402
 from redflow import Registry, create_client, start_worker  # noqa: E402
 from redflow.testing import RedisServer  # noqa: E402
 
+from helpers import started  # noqa: E402
+
 
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[RedisServer]:
-    server = RedisServer()
-    try:
-        server.start()
-    except Exception as exc:  # a clear failure, never a silent skip
-        server.cleanup()
-        pytest.fail(f"cannot start a private redis-server: {exc}", pytrace=False)
-    yield server
-    server.cleanup()
+    with started(RedisServer(), "a private redis-server") as server:
+        yield server
 
 
 @pytest.fixture

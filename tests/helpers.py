@@ -9,12 +9,29 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 import gevent
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI = str(Path(sys.executable).with_name("redflow-gevent"))
+
+
+@contextmanager
+def started(harness: Any, what: str) -> Iterator[Any]:
+    """Start a redis-server harness for a fixture: a clear failure (never a
+    silent skip) when it cannot start, and cleaned up afterwards."""
+    try:
+        harness.start()
+    except Exception as exc:
+        harness.cleanup()
+        pytest.fail(f"cannot start {what}: {exc}", pytrace=False)
+    try:
+        yield harness
+    finally:
+        harness.cleanup()
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 5.0, interval: float = 0.01, message: str = "") -> Any:

@@ -9,19 +9,14 @@ from typing import Iterator
 import pytest
 from redis.cluster import RedisCluster
 
+from helpers import started
 from redflow.testing_cluster import RedisClusterHarness
 
 
 @pytest.fixture(scope="session")
 def redis_cluster() -> Iterator[RedisClusterHarness]:
-    harness = RedisClusterHarness()
-    try:
-        harness.start()
-    except Exception as exc:  # a clear failure, never a silent skip
-        harness.cleanup()
-        pytest.fail(f"cannot start a private Redis Cluster: {exc}", pytrace=False)
-    yield harness
-    harness.cleanup()
+    with started(RedisClusterHarness(), "a private Redis Cluster") as harness:
+        yield harness
 
 
 @pytest.fixture

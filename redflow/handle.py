@@ -1,0 +1,83 @@
+"""What ``client.run`` returns, and what a waiter reads of a run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from . import codec
+from .errors import CanceledError, RedflowError, RunFailedError, RunNotFoundError
+from .keys import TERMINAL_STATUSES
+from .models import Run, Step
+
+if TYPE_CHECKING:
+    from .client import RedflowClient
+
+
+@dataclass(frozen=True, slots=True)
+class RunState:
+    """The fields a waiter needs: status and outcome (one HMGET)."""
+
+    run_id: str
+    status: str
+    queue: str
+    output_json: str | None
+    error_json: str | None
+    cancel_reason: str | None
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+    def outcome(self) -> Any:
+        """The output of a finished run, or the error its end means."""
+        if self.status == "succeeded":
+            return codec.loads(self.output_json, what=f"run {self.run_id} outputJson") if self.output_json else None
+        if self.status == "failed":
+            error = codec.try_loads(self.error_json)
+            raise RunFailedError(self.run_id, error if isinstance(error, dict) else None)
+        if self.status == "canceled":
+            raise CanceledError(f"Run canceled: {self.cancel_reason}" if self.cancel_reason else "Run canceled")
+        raise RedflowError(f"run {self.run_id} has not finished (status {self.status!r})")
+
+
+class RunHandle:
+    """A started run: its id, and ways to wait for it or look at it."""
+
+    __slots__ = ("id", "client")
+
+    def __init__(self, client: RedflowClient, run_id: str) -> None:
+        self.client = client
+        self.id = run_id
+
+    def __repr__(self) -> str:
+        return f"RunHandle({self.id!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RunHandle) and other.id == self.id
+
+    def __hash__(self) -> int:
+        return hash(self.id)
+
+    def result(self, timeout: float = 30.0) -> Any:
+        """Wait for the run to end: its output, or ``RunFailedError`` / ``CanceledError``;
+        ``TimeoutError`` if it has not ended within ``timeout`` seconds."""
+        return self.client.wait_for(self.id, timeout=timeout).outcome()
+
+    def status(self) -> str:
+        state = self.client.read_state(self.id)
+        if state is None:
+            raise RunNotFoundError(self.id)
+        return state.status
+
+    def get(self) -> Run | None:
+        return self.client.get_run(self.id)
+
+    def steps(self) -> list[Step]:
+        return self.client.get_steps(self.id)
+
+    def cancel(self, reason: str | None = None) -> bool:
+        return self.client.cancel(self.id, reason=reason)
+
+    def retry(self) -> bool:
+        return self.client.retry(self.id)
