@@ -21,7 +21,7 @@ from .client import RedflowClient, create_client
 from .connection import resolve_prefix, resolve_url
 from .errors import RedflowError
 from .keys import RUN_STATUSES
-from .models import CronDef, Run, Step, WorkflowField
+from .models import CronDef, Run, Step
 from .registry import Registry
 
 PREVIEW_CHARS = 60
@@ -70,24 +70,8 @@ def workflow_names(client: RedflowClient) -> list[str]:
 
 
 def known_queues(client: RedflowClient) -> list[str]:
-    """Queues named by synced workflows and by cron and event triggers.
-
-    A run sent to a queue no workflow or trigger names (``run(queue=...)``)
-    is not listed: finding it would mean scanning the whole keyspace."""
-    keys, redis = client.keys, client.redis
-    names = workflow_names(client)
-    pipe = redis.pipeline(transaction=False)
-    for name in names:
-        pipe.hget(keys.workflow(name), WorkflowField.QUEUE)
-    pipe.hvals(keys.cron_def())
-    pipe.hvals(keys.event_def())
-    *workflow_queues, cron_raw, event_raw = pipe.execute()
-    queues = {q for q in workflow_queues if q}
-    for raw in [*cron_raw, *event_raw]:
-        record = codec.try_loads(raw)
-        if isinstance(record, dict) and isinstance(record.get("queue"), str) and record["queue"]:
-            queues.add(record["queue"])
-    return sorted(queues)
+    """Queues named by synced workflows and triggers (see ``RedflowClient.known_queues``)."""
+    return client.known_queues()
 
 
 def queue_counts(client: RedflowClient, queues: Iterable[str] | None = None) -> list[QueueCounts]:

@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Union
 
 import gevent
+from redis.exceptions import RedisError
 
 from . import clock, codec
-from .context import CancelSignal, OnFailureContext, RunInfo, WorkflowContext
+from .context import CancelSignal, OnFailureContext, RunInfo, RunInterrupt, WorkflowContext
 from .hooks import AttemptReport, Observers
 from .errors import (
     CanceledError,
@@ -24,7 +25,6 @@ from .errors import (
     RedflowError,
     SerializationError,
     UnknownWorkflowError,
-    error_to_json,
 )
 from .keys import new_id
 from .models import RunField, int_field, max_attempts_of
@@ -46,17 +46,10 @@ _NOT_AN_ID = "\ufffd"
 
 CANCELED = "canceled"
 LEASE_LOST = "lease_lost"
+REDIS_LOST = "redis_unavailable"
 WORKER_STOPPED = "worker_stopped"
-
-
-class _Interrupt(BaseException):
-    """Thrown into the greenlet running a handler to stop it. Not an
-    ``Exception``, so that a handler's ``except Exception:`` cannot swallow it
-    (a handler that swallows ``BaseException`` keeps its slot busy)."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
+#: Interrupts after which the attempt is left to another worker, not finalized.
+_ABANDONING = (LEASE_LOST, REDIS_LOST, WORKER_STOPPED)
 
 
 # -- outcomes: what one attempt ended in -----------------------------------
@@ -125,13 +118,6 @@ class Runtime:
 
 def _pairs(flat: list[Any]) -> dict[str, str]:
     return dict(zip(flat[::2], flat[1::2]))
-
-
-def _error_json(err: BaseException) -> str:
-    try:
-        return codec.dumps(error_to_json(err))
-    except SerializationError:  # an exception whose message is not text
-        return codec.dumps({"name": type(err).__name__, "message": repr(err), "kind": "error"})
 
 
 class Attempt:
@@ -252,7 +238,7 @@ class Attempt:
         try:
             self.raise_if_interrupted()
             result: tuple[str, Any] = ("ok", workflow.handler(ctx))
-        except _Interrupt as exc:
+        except RunInterrupt as exc:
             result = ("interrupted", exc.reason)
         except BaseException as exc:  # noqa: BLE001 - a handler's failure (even SystemExit), decided below
             result = ("error", exc)
@@ -262,7 +248,7 @@ class Attempt:
 
     def _decide(self, workflow: Workflow, input_value: Any, result: tuple[str, Any]) -> Outcome:
         kind, value = result
-        if self.interrupted in (LEASE_LOST, WORKER_STOPPED):
+        if self.interrupted in _ABANDONING:
             return Abandoned(self.interrupted)
         if self.interrupted == CANCELED or (kind == "error" and isinstance(value, CanceledError)):
             return Canceled(value if isinstance(value, CanceledError) else CanceledError())
@@ -294,11 +280,11 @@ class Attempt:
             case Succeeded(output_json):
                 args = {"status": "succeeded", "output_json": output_json}
             case Failed(error):
-                args = {"status": "failed", "error_json": _error_json(error)}
+                args = {"status": "failed", "error_json": codec.dumps_error(error)}
             case Canceled(error):
-                args = {"status": "canceled", "error_json": _error_json(error)}
+                args = {"status": "canceled", "error_json": codec.dumps_error(error)}
             case Retrying(error, retry_at):
-                args = {"status": "scheduled", "error_json": _error_json(error), "retry_at": retry_at}
+                args = {"status": "scheduled", "error_json": codec.dumps_error(error), "retry_at": retry_at}
             case Abandoned():
                 self._release_lease()
                 return outcome
@@ -340,17 +326,26 @@ class Attempt:
         self._throw_pending = False
         glet = self._greenlet
         if self._in_handler and glet is not None and not glet.dead:
-            glet.throw(_Interrupt(self.interrupted or CANCELED))
+            glet.throw(RunInterrupt(self.interrupted or CANCELED))
 
     def raise_if_interrupted(self) -> None:
         if self.interrupted is not None:
-            raise _Interrupt(self.interrupted)
+            raise RunInterrupt(self.interrupted)
 
     def save_step(self, name: str, step_json: str) -> None:
-        """Record a step, fenced by the lease; a pending cancel stops the run here."""
-        state, cancel_at = self.rt.scripts.save_step(
-            run_id=self.run_id, queue=self.queue, token=self.token, name=name, step_json=step_json, lease_ms=self.rt.lease_ms, conn=self.conn
-        )
+        """Record a step, fenced by the lease; a pending cancel stops the run here.
+        Redis failing here is the engine's trouble, not the handler's: the
+        attempt is abandoned (recovered later), not failed."""
+        try:
+            state, cancel_at = self.rt.scripts.save_step(
+                run_id=self.run_id, queue=self.queue, token=self.token, name=name, step_json=step_json,
+                lease_ms=self.rt.lease_ms, conn=self.conn,
+            )  # fmt: skip
+        except RedisError as exc:
+            log.warning("run %s: could not record step %r (%s); leaving the run to be recovered", self.run_id, name, exc,
+                        extra=self.log_extra())  # fmt: skip
+            self.interrupt(REDIS_LOST)
+            raise RunInterrupt(REDIS_LOST) from exc
         if state == "stale":
             self.interrupt(LEASE_LOST)
         elif cancel_at:

@@ -23,7 +23,6 @@ from .errors import (
     SerializationError,
     TimeoutError,
     UnknownWorkflowError,
-    error_to_json,
 )
 from .keys import RUN_STATUSES, Keys, event_run_idempotency_key, new_id
 from .models import EventDef, Run, RunField, Step, WorkflowField, max_attempts_of
@@ -243,15 +242,30 @@ class RedflowClient:
         return queue if queue is not None else self.redis.hget(self.keys.run(run_id), RunField.QUEUE)
 
     def known_queues(self) -> list[str]:
-        """Queues that have runs (cluster mode: the queues set) or workflows."""
-        queues = set(self.redis.smembers(self.keys.queues())) if self.keys.cluster else set()
-        names = sorted(self.redis.smembers(self.keys.workflows()))
-        if names:
-            pipe = self.redis.pipeline(transaction=False)
-            for name in names:
-                pipe.hget(self.keys.workflow(name), WorkflowField.QUEUE)
-            queues.update(q for q in pipe.execute() if q)
+        """Queues named by synced workflows and by cron and event triggers, and
+        (cluster mode) every queue that has had runs. Outside cluster mode a
+        queue only a ``run(queue=...)`` used is not known: finding it would
+        mean scanning the keyspace."""
+        keys = self.keys
+        names = sorted(self.redis.smembers(keys.workflows()))
+        pipe = self.redis.pipeline(transaction=False)
+        for name in names:
+            pipe.hget(keys.workflow(name), WorkflowField.QUEUE)
+        pipe.hvals(keys.cron_def())
+        pipe.hvals(keys.event_def())
+        *workflow_queues, cron_raw, event_raw = pipe.execute()
+        queues = {q for q in workflow_queues if q}
+        for raw in [*cron_raw, *event_raw]:
+            record = codec.try_loads(raw)
+            if isinstance(record, dict) and isinstance(record.get("queue"), str) and record["queue"]:
+                queues.add(record["queue"])
+        if keys.cluster:
+            queues.update(self.redis.smembers(keys.queues()))
         return sorted(queues)
+
+    def _index_queues(self) -> list[str | None]:
+        """The queues whose indexes a listing reads: all of them in cluster mode; outside it, one global index."""
+        return list(self.known_queues()) if self.keys.cluster else [None]
 
     # -- reading runs ------------------------------------------------------
     def read_state(self, run_id: str) -> RunState | None:
@@ -299,17 +313,23 @@ class RedflowClient:
     def count_runs(self, status: str) -> int:
         """How many runs are in ``status`` (all queues)."""
         _check_status(status)
-        queues: list[str | None] = list(self.known_queues()) if self.keys.cluster else [None]
+        return self.status_counts((status,))[status]
+
+    def status_counts(self, statuses: Iterable[str] = RUN_STATUSES) -> dict[str, int]:
+        """How many runs are in each status (all queues), in one round trip."""
+        statuses, queues = list(statuses), self._index_queues()
         pipe = self.redis.pipeline(transaction=False)
-        for queue in queues:
-            pipe.zcard(self.keys.runs_status(status, queue))
-        return sum(pipe.execute())
+        for status in statuses:
+            for queue in queues:
+                pipe.zcard(self.keys.runs_status(status, queue))
+        counts = iter(pipe.execute())
+        return {status: sum(next(counts) for _ in queues) for status in statuses}
 
     def list_runs(self, workflow: str | None = None, status: str | None = None, limit: int = 100) -> list[Run]:
         """Newest first. Runs whose hash is gone are skipped; a corrupt one raises."""
         if status is not None:
             _check_status(status)
-        queues: list[str | None] = list(self.known_queues()) if self.keys.cluster else [None]
+        queues = self._index_queues()
         if workflow is not None:
             indexes = [(q, self.keys.workflow_runs(workflow, q)) for q in queues]
         elif status is not None:
@@ -350,7 +370,7 @@ class RedflowClient:
         if queue is None:
             return False
         message = f"Run canceled: {reason}" if reason else "Run canceled"
-        error_json = codec.dumps(error_to_json(CanceledError(message), with_stack=False))
+        error_json = codec.dumps_error(CanceledError(message), with_stack=False)
         outcome = self.scripts.cancel_run(run_id=run_id, queue=queue, now=clock.now_ms(), reason=reason or "", error_json=error_json)
         return outcome in ("canceled", "requested")
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from .errors import CorruptDataError, SerializationError
+from .errors import CorruptDataError, SerializationError, error_to_json
 
 #: How the TypeScript client spells ``undefined``; it reads back as ``None``.
 UNDEFINED_TOKEN = "__redflow_undefined_raw__:v1"
@@ -38,6 +38,14 @@ def loads(raw: str | bytes | None, *, what: str = "value") -> Any:
     except orjson.JSONDecodeError as exc:
         preview = raw[:80] if isinstance(raw, (str, bytes)) else raw
         raise CorruptDataError(f"{what} is not valid JSON ({exc}): {preview!r}") from exc
+
+
+def dumps_error(err: BaseException, *, with_stack: bool = True) -> str:
+    """The ``errorJson`` text of ``err``; an error whose message is not text still gets one."""
+    try:
+        return dumps(error_to_json(err, with_stack=with_stack))
+    except SerializationError:
+        return dumps({"name": type(err).__name__, "message": repr(err), "kind": "error"})
 
 
 def try_loads(raw: str | bytes | None) -> Any:

@@ -12,6 +12,17 @@ if TYPE_CHECKING:
     from .step import StepApi
 
 
+class RunInterrupt(BaseException):
+    """Thrown into the greenlet running a handler to stop it (canceled, lease
+    lost, Redis gone, worker stopping). Not an ``Exception``, so that a
+    handler's ``except Exception:`` cannot swallow it (a handler that
+    swallows ``BaseException`` keeps its slot busy). Internal to the worker."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
 @dataclass(frozen=True, slots=True)
 class RunInfo:
     """The run an attempt executes."""

@@ -195,10 +195,7 @@ class Dashboard:
         workflow, status, limit = _filters(query)
         client = self.client
         names = workflow_names(client)
-        pipe = client.redis.pipeline(transaction=False)
-        for name in RUN_STATUSES:
-            pipe.zcard(client.keys.runs_status(name))
-        counts = "".join(f'<a href="{h(base)}/?status={h(s)}">{badge(s)} {h(n)}</a>' for s, n in zip(RUN_STATUSES, pipe.execute()))
+        counts = "".join(f'<a href="{h(base)}/?status={h(s)}">{badge(s)} {h(n)}</a>' for s, n in client.status_counts().items())
         queues = table(
             ("queue", "ready", "processing", "scheduled"),
             ([h(q.queue), h(q.ready), h(q.processing), h(q.scheduled)] for q in queue_counts(client)),

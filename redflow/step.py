@@ -16,6 +16,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import gevent
+from gevent import GreenletExit
 
 from . import clock, codec
 from .errors import (
@@ -24,8 +25,8 @@ from .errors import (
     RedflowError,
     SerializationError,
     TimeoutError,
-    error_to_json,
 )
+from .context import RunInterrupt
 from .keys import step_event_idempotency_key, step_workflow_idempotency_key
 from .models import STEP_SUCCEEDED, step_failed_json, step_seq, step_succeeded_json
 
@@ -141,14 +142,14 @@ class StepApi:
                 raise OutputSerializationError(f"Step output is not JSON-serializable: {name}: {exc}") from exc
         except Exception as exc:
             attempt.running_steps.pop(name, None)
-            error_json = codec.dumps(error_to_json(exc))
-            finished = clock.now_ms()
-            attempt.save_step(name, step_failed_json(seq, running.started_at, finished, error_json))
+            attempt.save_step(name, step_failed_json(seq, running.started_at, clock.now_ms(), codec.dumps_error(exc)))
             attempt.step_observed(name, "failed", time.perf_counter() - began)
             raise
-        except BaseException:
+        except BaseException as exc:
             attempt.running_steps.pop(name, None)
-            raise  # an interrupt: the attempt is being stopped, nothing is recorded
+            if not isinstance(exc, (RunInterrupt, GreenletExit)):  # e.g. KeyboardInterrupt, gevent.Timeout
+                attempt.save_step(name, step_failed_json(seq, running.started_at, clock.now_ms(), codec.dumps_error(exc)))
+            raise  # the engine's interrupt (the attempt is being stopped) is not a step failure
         attempt.running_steps.pop(name, None)
         finished = clock.now_ms()
         attempt.save_step(name, step_succeeded_json(seq, running.started_at, finished, output_json))

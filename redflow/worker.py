@@ -42,6 +42,7 @@ log = logging.getLogger(__name__)
 
 SLOT_BACKOFF_MIN_S = 0.05
 WATCHDOG_INTERVAL_S = 1.0
+REGISTRY_CHECK_S = 10.0
 #: After the stop timeout, how long interrupted runs get to unwind and release their leases.
 STOP_GRACE_S = 3.0
 
@@ -151,6 +152,7 @@ class Worker:
             self.promoter.loop,
             Loop("reaper", self.reaper.step, self._loops_stop, on_noscript=reload).start(),
             Loop("watchdog", self._watch_connections, self._loops_stop).start(),
+            Loop("registry", self._resync_if_lost, self._loops_stop).start(),
         ]
         if self.options.cron:
             self._loops.append(Loop("cron", self.cron.step, self._loops_stop, on_noscript=reload).start())
@@ -258,6 +260,20 @@ class Worker:
         if self.observers.active:
             self.observers.on_claim(queue, time.monotonic() - began)
         return queue, run_id
+
+    def _resync_if_lost(self) -> float:
+        """Sync the registry again when its metadata vanished from Redis (a
+        Redis restarted without persistence): clients find workflows by name
+        and the cron scheduler its triggers there."""
+        names = [wf.name for wf in self.registry.list()]
+        if names:
+            pipe = self.client.redis.pipeline(transaction=False)
+            for name in names:
+                pipe.exists(self.client.keys.workflow(name))
+            if not all(pipe.execute()):
+                log.warning("workflow metadata is gone from Redis (restarted without persistence?); syncing the registry again")
+                self.client.sync_registry(self.registry)
+        return REGISTRY_CHECK_S
 
     def _watch_connections(self) -> float:
         """Abort slot commands that wait past their deadline (a Redis that hangs)."""

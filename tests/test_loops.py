@@ -213,3 +213,18 @@ def test_slots_start_blocking_on_different_queues(start, registry, client, queue
     assert [h.result(5) for h in handles] == queues
     assert time.monotonic() - began < 1.0
     assert worker.stats["succeeded"] == 3
+
+
+def test_a_worker_syncs_its_registry_again_when_redis_lost_it(start, registry, client, r, monkeypatch):
+    import redflow.worker
+
+    monkeypatch.setattr(redflow.worker, "REGISTRY_CHECK_S", 0.05)
+
+    @define_workflow("remembered", cron=["0 * * * *"], registry=registry)
+    def remembered(ctx):
+        return None
+
+    start()
+    k = client.keys
+    r.delete(k.workflow("remembered"), k.workflows(), k.cron_def(), k.cron_next())  # as after a restart without persistence
+    wait_until(lambda: r.exists(k.workflow("remembered")) and r.hlen(k.cron_def()) == 1 and r.zcard(k.cron_next()) == 1)

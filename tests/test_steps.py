@@ -313,3 +313,18 @@ def test_retrying_a_failed_run_resumes_after_its_succeeded_steps(start, registry
     assert count(r, prefix, "expensive") == 1
     assert client.retry(handle.id) is False  # succeeded runs are not retried
     assert client.retry("run_missing") is False
+
+
+def test_a_step_raising_a_base_exception_is_recorded_failed(start, registry, client):
+    import gevent
+
+    @define_workflow("base-step", max_attempts=1, registry=registry)
+    def base_step(ctx):
+        ctx.step.run("timer", lambda: _raise(gevent.Timeout(0.01)))
+
+    start()
+    handle = base_step.run(None, client=client)
+    with pytest.raises(RunFailedError, match="Timeout"):
+        handle.result(5)
+    (step,) = client.get_steps(handle.id)
+    assert step.status == "failed" and step.error["name"] == "Timeout"

@@ -210,6 +210,38 @@ def test_lease_renewal_failures_stop_the_run(registry, client, r, redis_servers,
         worker.stop(timeout=1)
 
 
+def test_redis_failing_while_a_step_is_recorded_abandons_the_attempt_without_failing_it(registry, prefix, redis_servers):
+    from redflow import create_client, start_worker
+    from redflow.testing import RedisServer
+
+    server = RedisServer(persistent=True).start()
+    redis_servers.append(server)
+    failures, executions = [], []
+
+    def stop_redis_the_first_time():
+        executions.append(1)
+        if len(executions) == 1:
+            server.stop()  # the step's record cannot be written now
+        return len(executions)
+
+    @define_workflow("fragile", max_attempts=1, on_failure=failures.append, registry=registry)
+    def fragile(ctx):
+        return ctx.step.run("first", stop_redis_the_first_time)
+
+    worker = start_worker(registry, url=server.url, prefix=prefix, lease_ms=500, blmove_timeout=0.2, reaper_interval_ms=100)
+    local = create_client(server.url, prefix=prefix, registry=registry)
+    try:
+        handle = fragile.run(None, client=local)
+        wait_until(lambda: worker.stats["abandoned"] == 1, timeout=10, message="the attempt to be abandoned")
+        assert failures == [] and worker.stats["failed"] == 0
+        server.start()
+        assert handle.result(15) == 2  # recovered: the step whose record was lost ran again
+        assert local.get_run(handle.id).attempt == 1  # no attempt was burned
+    finally:
+        worker.stop(timeout=2)
+        local.close()
+
+
 # 4. skips ------------------------------------------------------------------------
 
 
