@@ -462,13 +462,15 @@ def create_client(
     prefix: str | None = None,
     registry: Registry | None = None,
     cluster: bool = False,
+    max_connections: int | None = None,
 ) -> RedflowClient:
     """A client for ``url`` (default ``REDIS_URL`` or local; ``redis+cluster://`` and
     ``redis+sentinel://`` URLs work, as does ``cluster=True``) or an existing
-    redis-py ``Redis`` / ``RedisCluster``."""
+    redis-py ``Redis`` / ``RedisCluster``. It pools up to ``max_connections``
+    (default 128, per node on a cluster); past that, greenlets wait for a free one."""
     if redis is not None:
         return RedflowClient(redis, prefix=prefix, registry=registry)
-    return RedflowClient(create_redis(url, cluster=cluster), prefix=prefix, registry=registry, owns_redis=True)
+    return RedflowClient(create_redis(url, cluster=cluster, max_connections=max_connections), prefix=prefix, registry=registry, owns_redis=True)
 
 
 _default_client: RedflowClient | None = None

@@ -26,6 +26,11 @@ from .keys import DEFAULT_PREFIX
 
 DEFAULT_URL = "redis://127.0.0.1:6379/0"
 DASHBOARD_TOKEN_ENV = "REDFLOW_DASHBOARD_TOKEN"
+# Pooled connections per client. When all are busy, a greenlet waits for one
+# (up to POOL_WAIT_S) instead of failing with "Too many connections": a web
+# server's thousand greenlets share a bounded pool.
+DEFAULT_MAX_CONNECTIONS = 128
+POOL_WAIT_S = 30.0
 
 
 def resolve_prefix(prefix: str | None = None) -> str:
@@ -76,7 +81,14 @@ def create_redis(
         return _cluster_from_url(url, max_connections)
     if scheme.endswith("+sentinel"):
         return _sentinel_from_url(url, max_connections)
-    return redis.Redis.from_url(url, decode_responses=True, encoding_errors="replace", max_connections=max_connections)
+    pool = redis.BlockingConnectionPool.from_url(
+        url,
+        max_connections=max_connections or DEFAULT_MAX_CONNECTIONS,
+        timeout=POOL_WAIT_S,
+        decode_responses=True,
+        encoding_errors="replace",
+    )
+    return redis.Redis.from_pool(pool)
 
 
 def _decoding(client: Any) -> Any:
@@ -87,7 +99,8 @@ def _decoding(client: Any) -> Any:
     pool = client.connection_pool
     kwargs = dict(pool.connection_kwargs, decode_responses=True)
     decoding_pool = pool.__class__(connection_class=pool.connection_class, max_connections=pool.max_connections, **kwargs)
-    return redis.Redis(connection_pool=decoding_pool)
+    # from_pool: closing the decoding client disconnects this pool (the caller's stays theirs).
+    return redis.Redis.from_pool(decoding_pool)
 
 
 def _hosts(netloc: str) -> list[tuple[str, int]]:
@@ -111,11 +124,17 @@ def _auth(netloc: str) -> dict[str, Any]:
 def _cluster_from_url(url: str, max_connections: int | None) -> RedisCluster:
     parts = urlsplit(url)
     tls = parts.scheme.startswith("rediss")
-    kwargs: dict[str, Any] = dict(_auth(parts.netloc), decode_responses=True, encoding_errors="replace", ssl=tls)
-    if max_connections:
-        kwargs["max_connections"] = max_connections
-    nodes = [ClusterNode(host, port) for host, port in _hosts(parts.netloc)]
-    return RedisCluster(startup_nodes=nodes, **kwargs)
+    kwargs: dict[str, Any] = dict(_auth(parts.netloc), decode_responses=True, encoding_errors="replace")
+    (host, port), *others = _hosts(parts.netloc)
+    scheme = "rediss" if tls else "redis"
+    # A node URL (not only startup_nodes) makes redis-py build each node's pool from connection_pool_class.
+    return RedisCluster(
+        url=f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}",
+        startup_nodes=[ClusterNode(h, p) for h, p in others],
+        connection_pool_class=redis.BlockingConnectionPool,
+        max_connections=max_connections or DEFAULT_MAX_CONNECTIONS,
+        **kwargs,
+    )
 
 
 def _sentinel_from_url(url: str, max_connections: int | None) -> redis.Redis:
@@ -130,6 +149,9 @@ def _sentinel_from_url(url: str, max_connections: int | None) -> redis.Redis:
     kwargs: dict[str, Any] = dict(auth, decode_responses=True, encoding_errors="replace", db=int(path[1]) if len(path) > 1 else 0)
     if parts.scheme.startswith("rediss"):
         kwargs["ssl"] = True
-    if max_connections:
-        kwargs["max_connections"] = max_connections
-    return sentinel.master_for(path[0], **kwargs)
+    kwargs.update(max_connections=max_connections or DEFAULT_MAX_CONNECTIONS, timeout=POOL_WAIT_S)
+    return sentinel.master_for(path[0], connection_pool_class=_BlockingSentinelPool, **kwargs)
+
+
+class _BlockingSentinelPool(SentinelConnectionPool, redis.BlockingConnectionPool):
+    """Sentinel's primary tracking with a pool that waits for a free connection."""

@@ -115,6 +115,31 @@ def test_idempotency_holds_under_a_race_of_20_greenlets(redis_url, prefix, regis
             c.close()
 
 
+def test_more_waiting_greenlets_than_pooled_connections_wait_their_turn(client, echo, start):
+    # 300 result waits, each holding a pooled connection while it blocks, share a pool of 128:
+    # greenlets wait for a free connection instead of failing with "Too many connections".
+    handles = client.run_many("echo", [{"i": i} for i in range(300)])
+    waits = [gevent.spawn(h.result, timeout=30) for h in handles]
+    gevent.sleep(0.3)
+    start(concurrency=20)
+    gevent.joinall(waits, raise_error=True)
+    assert [w.value for w in waits] == [{"i": i} for i in range(300)]
+    assert client.redis.connection_pool.max_connections == 128
+
+
+def test_a_client_built_on_a_bytes_redis_closes_the_decoding_pool_it_made(redis_url, prefix, registry, echo):
+    import redis as redis_py
+
+    raw = redis_py.Redis.from_url(redis_url)
+    c = create_client(redis=raw, prefix=prefix, registry=registry)
+    c.run("echo", {})
+    pool = c.redis.connection_pool
+    assert pool is not raw.connection_pool and pool._available_connections[0]._sock is not None
+    c.close()
+    assert all(conn._sock is None for conn in pool._available_connections) and raw.ping()
+    raw.close()
+
+
 def test_a_failed_or_canceled_run_frees_its_idempotency_key(client, echo):
     first = client.run("echo", {}, idempotency_key="k")
     work_one(client, "q1", status="failed", error={"name": "Error", "message": "x", "kind": "error"})
