@@ -53,7 +53,7 @@ class SlotConnection:
     that no half-read reply is ever reused.
     """
 
-    __slots__ = ("_conn", "_lock", "_sock", "_reader", "_encoding", "timeout_s", "deadline")
+    __slots__ = ("_conn", "_lock", "_sock", "_reader", "_encoding", "timeout_s", "deadline", "_blocking", "_stopping")
 
     def __init__(self, source: redis.Redis, *, timeout_s: float | None = None) -> None:
         pool = source.connection_pool
@@ -64,6 +64,8 @@ class SlotConnection:
         self._encoding = pool.connection_kwargs.get("encoding", "utf-8")
         self.timeout_s = timeout_s or max(float(pool.connection_kwargs.get("socket_timeout") or 0), DEFAULT_COMMAND_TIMEOUT_S)
         self.deadline = 0.0
+        self._blocking = False  # waiting in a blocking command (BLMOVE)
+        self._stopping = False  # set by stop_blocking(): blocking commands return None at once
 
     def execute(self, *args: Any, block_s: float = 0.0) -> Any:
         """Send one command and return its reply; ``block_s``: how long the
@@ -76,10 +78,13 @@ class SlotConnection:
                 return self._roundtrip(args, block_s)
 
     def _roundtrip(self, args: tuple[Any, ...], block_s: float) -> Any:
-        if self._sock is None:
+        if self._sock is None and not (block_s and self._stopping):
             self._open()
+        if block_s and self._stopping:
+            return None  # the worker is stopping: a claim finds nothing, without waiting
         sock, reader = self._sock, self._reader
         self.deadline = time.monotonic() + self.timeout_s + block_s
+        self._blocking = block_s > 0
         try:
             packed = hiredis.pack_command(args)
             sent = sock.send(packed)  # one send is all a command takes, almost always
@@ -97,6 +102,7 @@ class SlotConnection:
             raise
         finally:
             self.deadline = 0.0
+            self._blocking = False
         if isinstance(reply, Exception):
             raise reply  # an error reply: the connection is still in step
         return reply
@@ -131,6 +137,15 @@ class SlotConnection:
                 sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass  # already closed: the waiting command fails by itself
+
+    def stop_blocking(self) -> None:
+        """End a blocking command now and refuse new ones (they return None).
+
+        The worker stops claiming this way instead of killing slot greenlets:
+        a kill that lands in redis-py's connect would leak its socket."""
+        self._stopping = True
+        if self._blocking:
+            self.abort()
 
     def evalsha(self, sha: str, numkeys: int, *keys_and_args: Any) -> Any:
         return self.execute("EVALSHA", sha, numkeys, *keys_and_args)
@@ -185,6 +200,7 @@ class ClusterSlotConnection:
         # hash slot -> connection, so that the hot path skips redis-py's routing
         # (wrappers, locks); dropped whenever the slot map is refreshed
         self._by_slot: dict[int, SlotConnection] = {}
+        self._stopping = False
 
     def _for_key(self, key: Any) -> SlotConnection:
         slot = key_slot(key.encode() if isinstance(key, str) else key)
@@ -194,6 +210,8 @@ class ClusterSlotConnection:
             conn = self._by_node.get(node.name)
             if conn is None:
                 conn = self._by_node[node.name] = SlotConnection(node.redis_connection, timeout_s=self._timeout_s)
+                if self._stopping:
+                    conn.stop_blocking()
             self._by_slot[slot] = conn
         return conn
 
@@ -233,6 +251,11 @@ class ClusterSlotConnection:
         for conn in list(self._by_node.values()):
             if conn.deadline:
                 conn.abort()
+
+    def stop_blocking(self) -> None:
+        self._stopping = True
+        for conn in list(self._by_node.values()):
+            conn.stop_blocking()
 
     def close(self) -> None:
         for conn in list(self._by_node.values()):

@@ -94,7 +94,6 @@ class Worker:
         self._is_default_client = False
         self._slots: list[gevent.Greenlet] = []
         self._slot_conns: list[SlotConnection | ClusterSlotConnection] = []
-        self._claiming: list[bool] = []
         self._cursors: list[int] = []
         self._inflight: set[Attempt] = set()
         self._loops: list[Loop] = []
@@ -157,9 +156,10 @@ class Worker:
         if self.options.cron:
             self._loops.append(Loop("cron", self.cron.step, self._loops_stop, on_noscript=reload).start())
         for index in range(self.options.concurrency):
-            self._claiming.append(False)
             self._cursors.append(index % max(1, len(self.queues)))
-            slot = gevent.spawn(self._slot, index)
+            conn = slot_connection(self.client.redis)  # opened by its first command
+            self._slot_conns.append(conn)
+            slot = gevent.spawn(self._slot, index, conn)
             slot.name = f"redflow-slot-{index}"
             self._slots.append(slot)
         log.info("worker started: queues=%s concurrency=%d prefix=%s", self.queues, self.options.concurrency, self.client.prefix)
@@ -172,9 +172,8 @@ class Worker:
         if not self._started or self._stopped.is_set():
             return
         self._stopping.set()
-        for index, slot in enumerate(self._slots):
-            if self._claiming[index]:
-                slot.kill(block=False)  # blocked in BLMOVE: nothing of a run is lost
+        for conn in self._slot_conns:
+            conn.stop_blocking()  # a slot waiting in BLMOVE gets "nothing" at once and leaves
         if self._inflight:
             self._drained.clear()
             self._drained.wait(timeout)
@@ -205,9 +204,7 @@ class Worker:
         return self._stopped.wait(timeout)
 
     # -- slots ----------------------------------------------------------------
-    def _slot(self, index: int) -> None:
-        conn = slot_connection(self.client.redis)
-        self._slot_conns.append(conn)
+    def _slot(self, index: int, conn: SlotConnection | ClusterSlotConnection) -> None:
         backoff = SLOT_BACKOFF_MIN_S
         while not self._stopping.is_set():
             try:
@@ -246,15 +243,11 @@ class Worker:
                     return None
         queue = queues[start % count]
         self._cursors[index] = (start + 1) % count
-        self._claiming[index] = True
         began = time.monotonic()
-        try:
-            timeout_s = self.options.blmove_timeout_s
-            run_id = conn.execute(
-                "BLMOVE", keys.queue_ready(queue), keys.queue_processing(queue), "RIGHT", "LEFT", timeout_s, block_s=timeout_s
-            )
-        finally:
-            self._claiming[index] = False
+        timeout_s = self.options.blmove_timeout_s
+        run_id = conn.execute(
+            "BLMOVE", keys.queue_ready(queue), keys.queue_processing(queue), "RIGHT", "LEFT", timeout_s, block_s=timeout_s
+        )
         if not run_id:
             return None
         if self.observers.active:
