@@ -97,6 +97,8 @@ def _decoding(client: Any) -> Any:
     if is_cluster(client):
         raise RedflowError("pass a RedisCluster created with decode_responses=True")
     pool = client.connection_pool
+    if isinstance(pool, SentinelConnectionPool):
+        raise RedflowError("pass a Sentinel master_for(...) client created with decode_responses=True")
     kwargs = dict(pool.connection_kwargs, decode_responses=True)
     decoding_pool = pool.__class__(connection_class=pool.connection_class, max_connections=pool.max_connections, **kwargs)
     # from_pool: closing the decoding client disconnects this pool (the caller's stays theirs).

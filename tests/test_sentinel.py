@@ -60,3 +60,20 @@ def test_client_and_worker_work_through_a_sentinel_url(sentinel, registry, prefi
 def test_a_sentinel_url_without_a_service_name_is_a_clear_error():
     with pytest.raises(RedflowError, match="names the service"):
         create_client("redis+sentinel://127.0.0.1:26379")
+
+
+def test_a_bytes_mode_sentinel_client_is_refused_with_what_to_pass_instead(sentinel):
+    from redis.sentinel import Sentinel
+
+    url, _ = sentinel
+    manager = Sentinel([("127.0.0.1", int(url.rsplit(":", 1)[1].split("/")[0]))])
+    raw = manager.master_for("main")
+    with pytest.raises(RedflowError, match="decode_responses=True"):
+        create_client(redis=raw)
+    decoding = manager.master_for("main", decode_responses=True)
+    client = create_client(redis=decoding)
+    assert client.get_run("run_00000000-0000-4000-8000-000000000000") is None
+    raw.close()
+    decoding.close()
+    for s in manager.sentinels:
+        s.close()
