@@ -8,6 +8,7 @@ import redis
 
 from helpers import wait_until
 from redflow import create_client, define_workflow, start_worker
+from redflow.connection import close_redis
 from redflow.errors import RedflowError
 from redflow.testing import RedisServer, free_port
 
@@ -68,12 +69,12 @@ def test_a_bytes_mode_sentinel_client_is_refused_with_what_to_pass_instead(senti
     url, _ = sentinel
     manager = Sentinel([("127.0.0.1", int(url.rsplit(":", 1)[1].split("/")[0]))])
     raw = manager.master_for("main")
-    with pytest.raises(RedflowError, match="decode_responses=True"):
-        create_client(redis=raw)
     decoding = manager.master_for("main", decode_responses=True)
-    client = create_client(redis=decoding)
-    assert client.get_run("run_00000000-0000-4000-8000-000000000000") is None
-    raw.close()
-    decoding.close()
-    for s in manager.sentinels:
-        s.close()
+    try:
+        with pytest.raises(RedflowError, match="decode_responses=True"):
+            create_client(redis=raw)
+        client = create_client(redis=decoding)
+        assert client.get_run("run_00000000-0000-4000-8000-000000000000") is None
+    finally:
+        raw.close()
+        close_redis(decoding)  # and the Sentinel clients behind it
