@@ -15,7 +15,7 @@ import gevent
 from gevent.event import Event
 from redis.exceptions import NoScriptError, RedisError
 
-from . import clock, codec, cron
+from . import codec, cron
 from .errors import CorruptDataError, RedflowError
 from .hooks import Observers
 from .keys import cron_fire_idempotency_key
@@ -109,7 +109,7 @@ class Promoter:
 
     def step(self) -> float:
         keys, redis = self.client.keys, self.client.redis
-        now = clock.now_ms()
+        now = self.client.now_ms()
         pipe = redis.pipeline(transaction=False)
         for queue in self.queues:
             pipe.zrangebyscore(keys.queue_scheduled(queue), "-inf", now, start=0, num=PROMOTE_BATCH)
@@ -132,7 +132,7 @@ class Promoter:
         if next_due is None:
             self.next_wake_ms = now + int(PROMOTER_IDLE_S * 1000)
             return PROMOTER_IDLE_S
-        sleep_s = min(PROMOTER_MAX_SLEEP_S, max(0.01, (next_due - clock.now_ms()) / 1000.0))
+        sleep_s = min(PROMOTER_MAX_SLEEP_S, max(0.01, (next_due - self.client.now_ms()) / 1000.0))
         self.next_wake_ms = now + int(sleep_s * 1000)
         return sleep_s
 
@@ -209,13 +209,13 @@ class CronScheduler:
             self.is_leader = bool(redis.set(keys.lock_cron(), self.token, nx=True, px=CRON_LOCK_MS))
         if not self.is_leader:
             return 0.25
-        now = clock.now_ms()
+        now = self.client.now_ms()
         for cron_id, fire_ms in redis.zrangebyscore(keys.cron_next(), "-inf", now, start=0, num=CRON_BATCH, withscores=True):
             self._fire(redis, cron_id, int(fire_ms), now)
         head = redis.zrange(keys.cron_next(), 0, 0, withscores=True)
         if not head:
             return CRON_MAX_SLEEP_S
-        return min(CRON_MAX_SLEEP_S, max(0.01, (head[0][1] - clock.now_ms()) / 1000.0))
+        return min(CRON_MAX_SLEEP_S, max(0.01, (head[0][1] - self.client.now_ms()) / 1000.0))
 
     def _fire(self, redis: redis.Redis, cron_id: str, fire_ms: int, now: int) -> None:
         keys = self.client.keys

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 import gevent
 from gevent import GreenletExit
 
-from . import clock, codec
+from . import codec
 from .errors import (
     CorruptDataError,
     OutputSerializationError,
@@ -131,7 +131,7 @@ class StepApi:
         else:
             self._max_seq = max(self._max_seq, seq)
 
-        running = RunningStep(name, seq, clock.now_ms())
+        running = RunningStep(name, seq, attempt.now_ms())
         attempt.running_steps[name] = running
         began = time.perf_counter()
         try:
@@ -142,16 +142,16 @@ class StepApi:
                 raise OutputSerializationError(f"Step output is not JSON-serializable: {name}: {exc}") from exc
         except Exception as exc:
             attempt.running_steps.pop(name, None)
-            attempt.save_step(name, step_failed_json(seq, running.started_at, clock.now_ms(), codec.dumps_error(exc)))
+            attempt.save_step(name, step_failed_json(seq, running.started_at, attempt.now_ms(), codec.dumps_error(exc)))
             attempt.step_observed(name, "failed", time.perf_counter() - began)
             raise
         except BaseException as exc:
             attempt.running_steps.pop(name, None)
             if not isinstance(exc, (RunInterrupt, GreenletExit)):  # e.g. KeyboardInterrupt, gevent.Timeout
-                attempt.save_step(name, step_failed_json(seq, running.started_at, clock.now_ms(), codec.dumps_error(exc)))
+                attempt.save_step(name, step_failed_json(seq, running.started_at, attempt.now_ms(), codec.dumps_error(exc)))
             raise  # the engine's interrupt (the attempt is being stopped) is not a step failure
         attempt.running_steps.pop(name, None)
-        finished = clock.now_ms()
+        finished = attempt.now_ms()
         attempt.save_step(name, step_succeeded_json(seq, running.started_at, finished, output_json))
         self._cache[name] = {"status": STEP_SUCCEEDED, "seq": seq, "outputJson": output_json}
         attempt.step_observed(name, "succeeded", time.perf_counter() - began)

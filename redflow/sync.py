@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from . import clock, codec, cron
+from . import codec, cron
 from .errors import RedflowError
 from .models import EventDef, WorkflowField, cron_def_json, event_def_json
 from .registry import CronTrigger, Registry, Workflow
@@ -49,7 +49,7 @@ def sync_registry(client: RedflowClient, registry: Registry) -> None:
         read.hmget(keys.cron_def(), planned[wf.name][0] or ["-"])
     replies = iter(read.execute())
 
-    now = clock.now_ms()
+    now = client.now_ms()
     write = redis.pipeline(transaction=False)
     for wf in workflows:
         prev_cron_raw, prev_event_raw = next(replies)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from . import codec
+from . import clock, codec
 from .context import CancelSignal, OnFailureContext, RunInfo, WorkflowContext
 from .errors import (
     CanceledError,
@@ -247,6 +247,9 @@ class _InlineAttempt:
         self.client = _InlineClient(runner, run)
         self.running_steps: dict[str, Any] = {}
         self._run = run
+
+    def now_ms(self) -> int:
+        return clock.now_ms()  # no Redis: the local clock is the only one
 
     def raise_if_interrupted(self) -> None:
         """Nothing interrupts an inline run: no lease to lose, no worker stopping."""

@@ -10,7 +10,7 @@ import tempfile
 import time
 from pathlib import Path
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 import gevent
 import pytest
@@ -60,9 +60,10 @@ class WorkerProcess:
     chatty worker can never block on a full pipe."""
 
     def __init__(self, redis_url: str, prefix: str, *extra: str, concurrency: int = 4, app: str = "tests.apps.cli_app:registry",
-                 lease_ms: int = 1000) -> None:  # fmt: skip
+                 lease_ms: int = 1000, wrapper: Sequence[str] = ()) -> None:  # fmt: skip
+        """``wrapper``: a command the worker runs under, e.g. ``("faketime", "-f", "+1h")``."""
         env = dict(os.environ, REDIS_URL=redis_url, PYTHONPATH=str(ROOT))
-        cmd = [CLI, "worker", "-A", app, "-c", str(concurrency), "--prefix", prefix, "--lease-ms", str(lease_ms), *extra]
+        cmd = [*wrapper, CLI, "worker", "-A", app, "-c", str(concurrency), "--prefix", prefix, "--lease-ms", str(lease_ms), *extra]
         self.log = tempfile.NamedTemporaryFile(prefix="redflow-worker-", suffix=".log", delete=False)
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT)
 

@@ -13,7 +13,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import pytest
 import redis
@@ -49,11 +49,13 @@ class Workers:
         self.spawned: list[WorkerProcess] = []
 
     def spawn(
-        self, url: str, *extra: str, app: str = "crash_app", concurrency: int = 8, lease_ms: int = 1000, ready: bool = True
+        self, url: str, *extra: str, app: str = "crash_app", concurrency: int = 8, lease_ms: int = 1000, ready: bool = True,
+        wrapper: Sequence[str] = (),
     ) -> WorkerProcess:
-        """Start a worker on ``tests.chaos.apps.<app>:registry``; ``ready``: wait until it serves."""
+        """Start a worker on ``tests.chaos.apps.<app>:registry``; ``ready``: wait until it serves;
+        ``wrapper``: a command to run it under (``faketime``)."""
         worker = WorkerProcess(url, self.prefix, *extra, concurrency=concurrency, app=f"tests.chaos.apps.{app}:registry",
-                               lease_ms=lease_ms)  # fmt: skip
+                               lease_ms=lease_ms, wrapper=wrapper)  # fmt: skip
         self.spawned.append(worker)
         if ready:
             wait_ready(worker)
