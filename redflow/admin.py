@@ -129,7 +129,8 @@ def retry_run(client: RedflowClient, run_id: str) -> ActionResult:
     if run is None:
         return ActionResult(run_id, False, None, f"no run {run_id}")
     if not done:
-        return ActionResult(run_id, False, run.status, f"not retried: the run is {run.status} (only failed or canceled runs retry)")
+        why = "a live worker holds it" if run.status == "running" else "only failed or canceled runs, or running runs no worker holds, retry"
+        return ActionResult(run_id, False, run.status, f"not retried: the run is {run.status} ({why})")
     return ActionResult(run_id, True, run.status, "queued again; its succeeded steps will replay")
 
 

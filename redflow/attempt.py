@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Union
 import gevent
 from redis.exceptions import RedisError
 
-from . import clock, codec
+from . import codec
 from .context import CancelSignal, OnFailureContext, RunInfo, RunInterrupt, WorkflowContext
 from .hooks import AttemptReport, Observers
 from .errors import (
@@ -148,6 +148,10 @@ class Attempt:
     def __repr__(self) -> str:
         return f"Attempt({self.run_id}, {self.info.workflow!r}, attempt={self.info.attempt})"
 
+    def now_ms(self) -> int:
+        """Redis's clock (see :mod:`redflow.server_clock`): step and run times are stored in it."""
+        return self.client.now_ms()
+
     def log_extra(self) -> dict[str, Any]:
         """The structured fields of every log record about this attempt."""
         return {"run_id": self.run_id, "workflow": self.info.workflow, "attempt": self.info.attempt}
@@ -158,7 +162,7 @@ class Attempt:
         if _NOT_AN_ID in self.run_id:  # bytes that are not UTF-8: not a run, and not removable by name
             return self._finish(self._purge_invalid())
         reply = rt.scripts.start_run(
-            run_id=self.run_id, queue=self.queue, token=self.token, lease_ms=rt.lease_ms, now=clock.now_ms(), conn=self.conn
+            run_id=self.run_id, queue=self.queue, token=self.token, lease_ms=rt.lease_ms, now=self.now_ms(), conn=self.conn
         )
         kind = reply[0]
         if len(reply) > 2:  # skip / cancel name the workflow, for reports and metrics
@@ -254,7 +258,7 @@ class Attempt:
             return Canceled(value if isinstance(value, CanceledError) else CanceledError())
         if kind == "error":
             if is_retryable(value) and self.info.attempt < self.info.max_attempts:
-                return Retrying(value, clock.now_ms() + compute_retry_delay_ms(self.info.attempt))
+                return Retrying(value, self.now_ms() + compute_retry_delay_ms(self.info.attempt))
             self._on_failure(workflow, value, input_value)
             return Failed(value)
         try:
@@ -275,7 +279,7 @@ class Attempt:
     # -- settling ------------------------------------------------------------
     def settle(self, outcome: Outcome) -> Outcome:
         """Write the outcome: one script call (or a best-effort unlock when abandoned)."""
-        scripts, now = self.rt.scripts, clock.now_ms()
+        scripts, now = self.rt.scripts, self.now_ms()
         match outcome:
             case Succeeded(output_json):
                 args = {"status": "succeeded", "output_json": output_json}
@@ -294,7 +298,7 @@ class Attempt:
             run_id=self.run_id, queue=self.queue, now=now, token=self.token, lease_ms=self.rt.lease_ms, conn=self.conn, **args
         )
         if final == "stale":
-            log.warning("run %s: another worker owns it now; not finalizing", self.run_id, extra=self.log_extra())
+            self.rt.keeper.report_lost(self, "its settle was refused: another worker owns the run now; not finalizing")
             return Abandoned(LEASE_LOST)
         if final == "scheduled":
             self.rt.wake_promoter(args["retry_at"])
@@ -347,7 +351,7 @@ class Attempt:
             self.interrupt(REDIS_LOST)
             raise RunInterrupt(REDIS_LOST) from exc
         if state == "stale":
-            self.interrupt(LEASE_LOST)
+            self.rt.keeper.report_lost(self, f"its record of step {name!r} was refused")
         elif cancel_at:
             self.interrupt(CANCELED)
         self.raise_if_interrupted()

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
-from . import clock, codec
+from . import codec
 from .connection import close_redis, create_redis, is_cluster, resolve_prefix
 from .errors import (
     CanceledError,
@@ -29,6 +29,7 @@ from .models import EventDef, Run, RunField, Step, WorkflowField, max_attempts_o
 from .registry import Registry, Workflow, get_default_registry
 from .handle import RunHandle, RunState
 from .scripts import Scripts
+from .server_clock import ServerClock
 
 IDEMPOTENCY_TTL_S = 7 * 24 * 3600
 _WAIT_SLICE_MIN_S = 0.05
@@ -58,6 +59,7 @@ class RedflowClient:
         self.prefix = resolve_prefix(prefix)
         self.keys = Keys(self.prefix, cluster=is_cluster(self.redis))
         self.scripts = Scripts(self.redis, self.keys)
+        self.clock = ServerClock(self.redis)
         self.registry = registry
         self._owns_redis = owns_redis or self.redis is not redis
         self._queue_cache: dict[str, str] = {}
@@ -74,6 +76,10 @@ class RedflowClient:
     def close(self) -> None:
         if self._owns_redis:
             close_redis(self.redis)
+
+    def now_ms(self) -> int:
+        """Redis's time in epoch ms: the clock every stored time and due time is read from."""
+        return self.clock.now_ms()
 
     # -- starting runs -----------------------------------------------------
     def _local_workflow(self, name: str) -> Workflow | None:
@@ -125,7 +131,7 @@ class RedflowClient:
             self.encode_input(target, input),
             idempotency_key=idempotency_key,
             queue=queue,
-            available_at=_available_at(delay, run_at),
+            available_at=self._available_at(delay, run_at),
             max_attempts=max_attempts,
             parent_run_id=parent_run_id,
             idempotency_ttl=idempotency_ttl,
@@ -147,7 +153,7 @@ class RedflowClient:
             raise RedflowError("max_attempts must be an int >= 1")
         if idempotency_key is not None and (not isinstance(idempotency_key, str) or not idempotency_key):
             raise RedflowError("idempotency_key must be a non-empty string")
-        now = clock.now_ms()
+        now = self.now_ms()
         replace_id = ""
         # An idempotency key naming a run that failed, was canceled or is gone
         # may be taken over; the script only swaps it if it still names that run.
@@ -192,7 +198,7 @@ class RedflowClient:
                 workflow=target.name,
                 queue=queue,
                 input_json=self.encode_input(target, value),
-                created_at=clock.now_ms(),
+                created_at=self.now_ms(),
                 available_at=0,
                 max_attempts=target.max_attempts,
                 idempotency_key=None,
@@ -206,6 +212,16 @@ class RedflowClient:
         if len(pipe):
             pipe.execute()
         return handles
+
+    def _available_at(self, delay: float | None, run_at: float | None) -> int | None:
+        """When a run may start, in Redis's clock: ``delay`` counts from Redis's now."""
+        if delay is not None and run_at is not None:
+            raise RedflowError("give delay= or run_at=, not both")
+        if delay is not None:
+            return self.now_ms() + int(delay * 1000)
+        if run_at is not None:
+            return int(run_at * 1000)
+        return None
 
     # -- where runs live ---------------------------------------------------
     def _record_queue(self, run_id: str, queue: str, pipe: Any = None) -> None:
@@ -371,7 +387,7 @@ class RedflowClient:
             return False
         message = f"Run canceled: {reason}" if reason else "Run canceled"
         error_json = codec.dumps_error(CanceledError(message), with_stack=False)
-        outcome = self.scripts.cancel_run(run_id=run_id, queue=queue, now=clock.now_ms(), reason=reason or "", error_json=error_json)
+        outcome = self.scripts.cancel_run(run_id=run_id, queue=queue, now=self.now_ms(), reason=reason or "", error_json=error_json)
         return outcome in ("canceled", "requested")
 
     def retry(self, run_id: str) -> bool:
@@ -381,8 +397,8 @@ class RedflowClient:
         queue = self.queue_of(run_id)
         if queue is None:
             return False
-        state, _ = self.scripts.retry_run(run_id=run_id, queue=queue, now=clock.now_ms())
-        return state == "queued"
+        state, _ = self.scripts.retry_run(run_id=run_id, queue=queue, now=self.now_ms())
+        return state in ("queued", "requeued")
 
     # -- events ------------------------------------------------------------
     def event_subscribers(self, event: str) -> list[EventDef]:
@@ -407,7 +423,7 @@ class RedflowClient:
         """Like :meth:`emit_event`, with the runs starting at unix time ``at``."""
         if at is None:
             raise RedflowError("schedule_event needs at= (unix seconds)")
-        return self._fan_out(name, payload, idempotency_key, available_at=_available_at(None, at))
+        return self._fan_out(name, payload, idempotency_key, available_at=self._available_at(None, at))
 
     def _fan_out(self, name: str, payload: Any, idempotency_key: str | None, available_at: int | None) -> list[str]:
         if not name or not isinstance(name, str):
@@ -445,14 +461,6 @@ def _check_status(status: str) -> None:
         raise RedflowError(f"unknown run status {status!r}")
 
 
-def _available_at(delay: float | None, run_at: float | None) -> int | None:
-    if delay is not None and run_at is not None:
-        raise RedflowError("give delay= or run_at=, not both")
-    if delay is not None:
-        return clock.now_ms() + int(delay * 1000)
-    if run_at is not None:
-        return int(run_at * 1000)
-    return None
 
 
 def create_client(

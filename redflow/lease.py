@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import gevent
 from gevent.event import Event
 from redis.exceptions import NoScriptError, RedisError
 
-from . import clock
 from .hooks import Observers
 from .models import RunField, step_running_json
 
@@ -39,9 +38,12 @@ def _mono_ms() -> float:
 class LeaseKeeper:
     """Renews leases, polls cancellation and marks long steps, in one greenlet."""
 
-    def __init__(self, scripts: Scripts, *, lease_ms: int, tick_ms: int = 100, observers: Observers | None = None) -> None:
+    def __init__(
+        self, scripts: Scripts, *, lease_ms: int, now_ms: Callable[[], int], tick_ms: int = 100, observers: Observers | None = None
+    ) -> None:
         self._observers = observers or Observers()
         self._scripts = scripts
+        self._now_ms = now_ms
         self.lease_ms = lease_ms
         self.renew_every_ms = lease_ms / 2
         self.tick_ms = max(10, min(tick_ms, lease_ms // 4))
@@ -86,7 +88,7 @@ class LeaseKeeper:
         renew: list[Attempt] = []
         watch: list[Attempt] = []
         markers: list[tuple[Attempt, Any]] = []
-        wall_ms = clock.now_ms()
+        wall_ms = self._now_ms()
         for attempt in list(self._attempts.values()):
             if attempt.interrupted is not None:
                 continue
@@ -130,34 +132,47 @@ class LeaseKeeper:
         replies_iter = iter(replies)
         if any(isinstance(reply, NoScriptError) for reply in replies):
             self._scripts.load_all()  # a promoted replica: retried at the next tick, not a failure
+        # An attempt that ended while the pipeline was in flight has settled and
+        # released its lease: a refused renewal or marker says nothing about a
+        # lost lease then, only that the run is over. Its replies are dropped.
         for attempt in renew:
             reply = next(replies_iter)
-            if isinstance(reply, NoScriptError):
+            if isinstance(reply, NoScriptError) or not self._still_tracked(attempt):
                 continue
             if isinstance(reply, Exception):
                 self._renew_failed(attempt, reply)
             elif reply is None:
-                self._lease_lost(attempt, "the lease is held by another worker or expired")
+                self.report_lost(attempt, "the lease is held by another worker or expired")
             else:
                 attempt.renewed_at_ms = now
                 attempt.renew_failures = 0
         for attempt in watch:
             reply = next(replies_iter)
-            if isinstance(reply, str) and reply:
+            if isinstance(reply, str) and reply and self._still_tracked(attempt):
                 attempt.interrupt("canceled")
         for attempt, step in markers:
             reply = next(replies_iter)
+            if not self._still_tracked(attempt):
+                continue
             if isinstance(reply, list) and reply and reply[0] == "stale":
-                self._lease_lost(attempt, "a step marker was refused")
+                self.report_lost(attempt, "a step marker was refused")
             elif not isinstance(reply, Exception):
                 step.marked = True
+
+    def _still_tracked(self, attempt: Attempt) -> bool:
+        return self._attempts.get(id(attempt)) is attempt
 
     def _renew_failed(self, attempt: Attempt, exc: BaseException) -> None:
         attempt.renew_failures += 1
         if attempt.renew_failures >= MAX_RENEW_FAILURES:
-            self._lease_lost(attempt, f"{attempt.renew_failures} renewals failed ({exc})")
+            self.report_lost(attempt, f"{attempt.renew_failures} renewals failed ({exc})")
 
-    def _lease_lost(self, attempt: Attempt, why: str) -> None:
+    def report_lost(self, attempt: Attempt, why: str) -> None:
+        """The one place a lost lease is logged, counted and acted on (the
+        keeper's refused renewals and markers, and an attempt's refused step
+        record or settle), so that the warning and the metric mean exactly that."""
+        if attempt.interrupted == "lease_lost":
+            return  # reported once per attempt
         self.renewals_lost += 1
         self._observers.on_lease_lost(attempt.run_id)
         log.warning("lease lost for run %s: %s", attempt.run_id, why, extra=attempt.log_extra())

@@ -144,7 +144,10 @@ START_RUN_LUA = (
 --       | {"started", run fields, step fields}
 local holder = redis.call("get", KEYS[3])
 if holder and holder ~= ARGV[2] then
-  redis.call("lrem", KEYS[4], 1, ARGV[1])
+  -- Another attempt holds the run. Its processing entry stays: it may be
+  -- the only one (the holder retook a lapsed lease after a reaper moved its
+  -- own entry), and recovery finds the run through it if the holder dies.
+  -- The holder's settle removes every entry of the run.
   return {"busy"}
 end
 local resumed = holder == ARGV[2]
@@ -227,9 +230,11 @@ return release(final)
 CANCEL_RUN_LUA = (
     _FINALIZE_LUA
     + """
--- Client cancel: a queued or scheduled run is canceled at once; a running
--- one gets cancelRequestedAt and its worker stops it.
--- KEYS: 1 run, 2..7 status zsets, 8 done, 9 queue scheduled
+-- Client cancel: a queued or scheduled run is canceled at once, and so is a
+-- running one whose lease is gone (nobody is executing it: its worker died
+-- or stalled; a stalled one is refused at its next write). A running run
+-- whose lease is held gets cancelRequestedAt, and its worker stops it.
+-- KEYS: 1 run, 2..7 status zsets, 8 done, 9 queue scheduled, 10 lease, 11 processing
 -- ARGV: 1 run id, 2 now ms, 3 reason, 4 errorJson, 5 wake ttl ms
 -- Returns "canceled" | "requested" | "terminal" | "missing".
 local prev = redis.call("hget", KEYS[1], "status")
@@ -240,9 +245,13 @@ if TERMINAL[prev] then
   return "terminal"
 end
 redis.call("hset", KEYS[1], "cancelRequestedAt", ARGV[2], "cancelReason", ARGV[3])
-if prev == "queued" or prev == "scheduled" then
+local unheld = prev == "running" and redis.call("exists", KEYS[10]) == 0
+if prev == "queued" or prev == "scheduled" or unheld then
   finalize(KEYS[1], 1, KEYS[8], ARGV[1], prev, "canceled", ARGV[2], ARGV[2], "", ARGV[4], ARGV[5])
   redis.call("zrem", KEYS[9], ARGV[1])
+  if unheld then
+    redis.call("lrem", KEYS[11], 0, ARGV[1])
+  end
   return "canceled"
 end
 return "requested"
@@ -253,13 +262,23 @@ RETRY_RUN_LUA = (
     _STATUS_LUA
     + """
 -- Manual retry of a failed or canceled run: back to queued under the same
--- id, so its succeeded steps replay; it gets a fresh attempt budget.
--- KEYS: 1 run, 2..7 status zsets, 8 ready, 9 done
+-- id, so its succeeded steps replay; it gets a fresh attempt budget. A
+-- running run that nobody holds (no lease: its worker died or stalled) goes
+-- to the claim end of ready as it is, as the reaper would move it, which
+-- also frees a run some older version left in no list at all.
+-- KEYS: 1 run, 2..7 status zsets, 8 ready, 9 done, 10 lease, 11 processing
 -- ARGV: 1 run id, 2 now ms
--- Returns "queued" | "not_retryable" (with the status) | "missing".
+-- Returns {"queued" | "requeued" | "not_retryable" | "missing", previous status}
+-- ("not_retryable" with "running" means a live worker holds the run).
 local prev = redis.call("hget", KEYS[1], "status")
 if not prev then
   return {"missing", ""}
+end
+if prev == "running" and redis.call("exists", KEYS[10]) == 0 then
+  redis.call("hset", KEYS[1], "cancelRequestedAt", "", "cancelReason", "")
+  redis.call("lrem", KEYS[11], 0, ARGV[1])
+  redis.call("rpush", KEYS[8], ARGV[1])
+  return {"requeued", prev}
 end
 if prev ~= "failed" and prev ~= "canceled" then
   return {"not_retryable", prev}
@@ -393,6 +412,24 @@ end
 return 0
 """
 
+REPAIR_ORPHAN_LUA = """
+-- Sweeper: a running run that recovery cannot find (no lease, and in neither
+-- its queue's processing nor its ready list; older versions' "busy" path
+-- could leave one so) goes to the claim end of ready, as the reaper moves a
+-- run whose lease is gone. Everything is re-checked here, atomically.
+-- KEYS: 1 run, 2 lease, 3 processing, 4 ready
+-- ARGV: 1 run id
+-- Returns 1 if the run was requeued, else 0.
+if redis.call("hget", KEYS[1], "status") ~= "running" or redis.call("exists", KEYS[2]) == 1 then
+  return 0
+end
+if redis.call("lpos", KEYS[3], ARGV[1]) or redis.call("lpos", KEYS[4], ARGV[1], "RANK", -1) then
+  return 0
+end
+redis.call("rpush", KEYS[4], ARGV[1])
+return 1
+"""
+
 
 class Scripts:
     """The scripts registered on one redis-py client, with typed wrappers."""
@@ -413,6 +450,7 @@ class Scripts:
         self._save_step = register(SAVE_STEP_LUA)
         self._reap = register(REAP_RUN_LUA)
         self._purge = register(PURGE_INVALID_ENTRIES_LUA)
+        self._repair = register(REPAIR_ORPHAN_LUA)
 
     def load_all(self) -> None:
         """Load every script (on every primary of a cluster): pipelines on
@@ -420,7 +458,7 @@ class Scripts:
         has an empty script cache."""
         for script in (
             self._enqueue, self._start, self._settle, self._cancel, self._promote, self._retry,
-            self._unlock, self._renew, self._claim_inline, self._save_step, self._reap, self._purge,
+            self._unlock, self._renew, self._claim_inline, self._save_step, self._reap, self._purge, self._repair,
         ):  # fmt: skip
             script.sha = self._redis.script_load(script.script)
 
@@ -497,13 +535,19 @@ class Scripts:
 
     def cancel_run(self, *, run_id: str, queue: str, now: int, reason: str, error_json: str, conn: Any = None) -> str:
         k = self.keys
-        keys = [k.run(run_id, queue), *k.all_runs_status(queue), k.run_done(run_id, queue), k.queue_scheduled(queue)]
+        keys = [
+            k.run(run_id, queue), *k.all_runs_status(queue), k.run_done(run_id, queue), k.queue_scheduled(queue),
+            k.run_lease(run_id, queue), k.queue_processing(queue),
+        ]  # fmt: skip
         return self._call(self._cancel, keys, [run_id, now, reason, error_json, WAKE_TTL_MS], conn)
 
     def retry_run(self, *, run_id: str, queue: str, now: int, conn: Any = None) -> Any:
-        """Returns ``["queued" | "not_retryable" | "missing", previous status]``."""
+        """Returns ``["queued" | "requeued" | "not_retryable" | "missing", previous status]``."""
         k = self.keys
-        keys = [k.run(run_id, queue), *k.all_runs_status(queue), k.queue_ready(queue), k.run_done(run_id, queue)]
+        keys = [
+            k.run(run_id, queue), *k.all_runs_status(queue), k.queue_ready(queue), k.run_done(run_id, queue),
+            k.run_lease(run_id, queue), k.queue_processing(queue),
+        ]  # fmt: skip
         return self._call(self._retry, keys, [run_id, now], conn)
 
     def promote_run(self, *, run_id: str, queue: str, now: int, conn: Any = None) -> str:
@@ -552,6 +596,12 @@ class Scripts:
         k = self.keys
         keys = [k.queue_processing(queue), k.queue_ready(queue), k.run_lease(run_id, queue)]
         return self._call(self._reap, keys, [run_id], conn) == 1
+
+    def repair_orphan(self, *, run_id: str, queue: str, conn: Any = None) -> Any:
+        """1 if the running run was in no list and unleased, and is now in ready (on a pipeline: the pipeline)."""
+        k = self.keys
+        keys = [k.run(run_id, queue), k.run_lease(run_id, queue), k.queue_processing(queue), k.queue_ready(queue)]
+        return self._call(self._repair, keys, [run_id], conn)
 
 
 

@@ -37,6 +37,7 @@ from .hooks import Observers
 from .lease import LeaseKeeper
 from .loops import BACKOFF_MAX_S, CronScheduler, Loop, Promoter, Reaper
 from .registry import Registry, get_default_registry
+from .sweeper import OrphanSweeper
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,7 @@ class WorkerOptions:
     blmove_timeout_s: float = 1.0
     reaper_interval_ms: int = 500
     cancel_poll_ms: int = 100
+    sweep_interval_s: float = 5.0
     cron: bool = True
 
     def __post_init__(self) -> None:
@@ -98,9 +100,12 @@ class Worker:
         self._inflight: set[Attempt] = set()
         self._loops: list[Loop] = []
         self.stats: dict[str, int] = dict.fromkeys(("succeeded", "failed", "retried", "canceled", "abandoned", "skipped"), 0)
-        self.keeper = LeaseKeeper(client.scripts, lease_ms=options.lease_ms, tick_ms=options.cancel_poll_ms, observers=self.observers)
+        self.keeper = LeaseKeeper(
+            client.scripts, lease_ms=options.lease_ms, now_ms=client.now_ms, tick_ms=options.cancel_poll_ms, observers=self.observers
+        )
         self.promoter = Promoter(client, self.queues)
         self.reaper = Reaper(client, self.queues, options.reaper_interval_ms, observers=self.observers)
+        self.sweeper = OrphanSweeper(client, self.queues, interval_s=options.sweep_interval_s, observers=self.observers)
         self.cron = CronScheduler(client)
         self.runtime = Runtime(
             client=client,
@@ -150,6 +155,7 @@ class Worker:
         self._loops = [
             self.promoter.loop,
             Loop("reaper", self.reaper.step, self._loops_stop, on_noscript=reload).start(),
+            Loop("sweeper", self.sweeper.step, self._loops_stop, on_noscript=reload).start(),
             Loop("watchdog", self._watch_connections, self._loops_stop).start(),
             Loop("registry", self._resync_if_lost, self._loops_stop).start(),
         ]
@@ -325,6 +331,7 @@ def start_worker(
     reaper_interval_ms: int = 500,
     *,
     cancel_poll_ms: int = 100,
+    sweep_interval_s: float = 5.0,
     cron: bool = True,
     observers: Iterable[Any] = (),
     cluster: bool = False,
@@ -339,6 +346,7 @@ def start_worker(
         blmove_timeout_s=blmove_timeout,
         reaper_interval_ms=reaper_interval_ms,
         cancel_poll_ms=cancel_poll_ms,
+        sweep_interval_s=sweep_interval_s,
         cron=cron,
     )
     if redis is not None:

@@ -1,0 +1,51 @@
+"""The recovery invariant, checked against what Redis holds.
+
+Every run whose status is ``queued`` or ``running`` is in its queue's ready
+or processing list (so a worker claims it, or the reaper returns it to ready
+once no lease covers it), and every ``scheduled`` run is in its queue's
+scheduled zset (so the promoter finds it). A run that breaks this is stuck
+for good: nothing ever looks at it again.
+
+The check is one Lua script per batch: an atomic snapshot, so that it can
+run while workers move the runs (a check made of separate reads would see a
+run between two of its moves).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+_CHECK_LUA = """
+-- KEYS: per run, 4 keys: run, ready, processing, scheduled; ARGV: the run ids
+local broken = {}
+for i, run_id in ipairs(ARGV) do
+  local base = (i - 1) * 4
+  local status = redis.call("hget", KEYS[base + 1], "status")
+  if status == "queued" or status == "running" then
+    if not redis.call("lpos", KEYS[base + 2], run_id) and not redis.call("lpos", KEYS[base + 3], run_id) then
+      table.insert(broken, run_id)
+      table.insert(broken, status .. " but in neither ready nor processing")
+    end
+  elseif status == "scheduled" and not redis.call("zscore", KEYS[base + 4], run_id) then
+    table.insert(broken, run_id)
+    table.insert(broken, "scheduled but not in the scheduled zset")
+  end
+end
+return broken
+"""
+_BATCH = 200
+
+
+def unrecoverable(r: Any, keys: Any, run_ids: Iterable[str], queue: str = "default") -> dict[str, str]:
+    """``{run id: why}`` for every run recovery cannot find (empty when the invariant holds)."""
+    run_ids = list(run_ids)
+    broken: dict[str, str] = {}
+    for start in range(0, len(run_ids), _BATCH):
+        batch = run_ids[start : start + _BATCH]
+        script_keys = []
+        for run_id in batch:
+            script_keys += [keys.run(run_id, queue), keys.queue_ready(queue), keys.queue_processing(queue),
+                            keys.queue_scheduled(queue)]  # fmt: skip
+        flat = r.eval(_CHECK_LUA, len(script_keys), *script_keys, *batch)
+        broken.update(zip(flat[::2], flat[1::2]))
+    return broken

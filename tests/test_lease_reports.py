@@ -1,0 +1,49 @@
+"""A lost-lease warning and metric mean that a lease was lost, and nothing else.
+
+The keeper sends renewals and "running" step markers in one pipeline per
+tick; when a run settles (and releases its lease) while that pipeline is in
+flight, the refused renewal or marker is the run being over, not a lost
+lease. Operators alert on the warning and on
+``redflow_lease_renewals_lost_total``, so those must stay silent then, and
+still speak up for a real loss (tests/test_metrics.py deletes a lease under
+a running run and sees the counter go to 1; the chaos suite's lease-loss
+tests see the warning).
+"""
+
+import logging
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from redflow import define_workflow
+from redflow.metrics import MetricsObserver
+
+
+def _lost_leases_metric(observer: MetricsObserver) -> float:
+    from prometheus_client import generate_latest
+
+    text = generate_latest(observer.registry).decode()
+    samples = {s.name: s.value for family in text_string_to_metric_families(text) for s in family.samples}
+    return samples["redflow_lease_renewals_lost_total"]
+
+
+def test_a_drain_of_2000_parent_and_child_runs_at_c50_reports_no_lost_lease(start, registry, client, caplog):
+    @define_workflow("parent", registry=registry)
+    def parent(ctx):
+        child = ctx.step.run_workflow("render", "child", {"n": ctx.input["n"]})
+        return {"child": child}
+
+    @define_workflow("child", registry=registry)
+    def child(ctx):
+        return ctx.step.run("double", lambda: ctx.input["n"] * 2)
+
+    observer = MetricsObserver()
+    caplog.set_level(logging.WARNING, logger="redflow")
+    worker = start(observers=[observer], concurrency=50, lease_ms=5000, cancel_poll_ms=20)
+    handles = client.run_many("parent", [{"n": n} for n in range(2000)])
+    outputs = [h.result(timeout=120) for h in handles]
+
+    assert outputs == [{"child": 2 * n} for n in range(2000)]
+    assert worker.stats["succeeded"] == 4000 and worker.stats["abandoned"] == 0
+    assert [r.getMessage() for r in caplog.records if "lease lost" in r.getMessage()] == []
+    assert worker.keeper.renewals_lost == 0
+    assert _lost_leases_metric(observer) == 0
