@@ -10,7 +10,7 @@ the chaos goes on: the recovery invariant (tests/invariants.py) in atomic
 snapshots; at the end: every run terminal and finalized exactly once,
 nothing left in any queue, and run outputs that agree with the stored steps.
 Bounded in count and time for CI; ``REDFLOW_CHAOS_SOAK=1`` runs the heavy
-version (six workers x ``-c 100``, 30,000 runs, a minute of chaos).
+version (six workers x ``-c 100``, 30,000 runs, three minutes of chaos).
 """
 
 import os
@@ -42,7 +42,7 @@ class KillLoop:
 
 
 BOUNDED = KillLoop("bounded", workers=4, concurrency=50, runs=3_000, chaos_s=10.0)
-HEAVY = KillLoop("heavy", workers=6, concurrency=100, runs=30_000, chaos_s=60.0, lease_ms=2000)
+HEAVY = KillLoop("heavy", workers=6, concurrency=100, runs=30_000, chaos_s=180.0, lease_ms=2000)
 PLAN = HEAVY if os.environ.get("REDFLOW_CHAOS_SOAK") == "1" else BOUNDED
 
 
@@ -58,12 +58,19 @@ def test_workers_killed_and_frozen_past_their_leases_under_load_leave_no_run_stu
 
     pool = [spawn() for _ in range(plan.workers)]
     ids: list[str] = []
-    for start in range(0, plan.runs, 1000):
-        ids += [h.id for h in chaos_client.run_many("journey", [{"nap_s": plan.nap_s}] * min(1000, plan.runs - start))]
+    # Runs keep arriving through the whole chaos (about one wave per round), so that it always has runs to hit.
+    wave = max(200, plan.runs // max(1, int(plan.chaos_s / 0.8)))
+
+    def submit(count: int) -> None:
+        for start in range(0, count, 1000):
+            ids.extend(h.id for h in chaos_client.run_many("journey", [{"nap_s": plan.nap_s}] * min(1000, count - start)))
+
+    submit(min(plan.runs, 4 * wave))
     actions = {"sigkill": 0, "freeze": 0}
     snapshots = 0
     began = time.monotonic()
     while time.monotonic() - began < plan.chaos_s:
+        submit(min(wave, plan.runs - len(ids)))
         victim = rng.randrange(len(pool))
         if rng.random() < 0.5:
             actions["sigkill"] += 1
@@ -77,6 +84,7 @@ def test_workers_killed_and_frozen_past_their_leases_under_load_leave_no_run_stu
             pool[victim].signal(signal.SIGCONT)
         assert unrecoverable(er, keys, ids) == {}
         snapshots += 1
+    submit(plan.runs - len(ids))
     wait_until(lambda: terminal_count(er, keys) >= plan.runs, timeout=120 + plan.runs / 50, interval=0.5,
                message=f"{plan.runs} runs to end")  # fmt: skip
     elapsed = time.monotonic() - began
