@@ -18,11 +18,12 @@ from redis.exceptions import RedisError
 
 from . import codec
 from .client import RedflowClient, create_client
-from .connection import resolve_prefix, resolve_url
+from .connection import redacted_url, resolve_prefix, resolve_url
 from .errors import RedflowError
 from .keys import RUN_STATUSES
 from .models import CronDef, Run, Step
 from .registry import Registry
+from .shown import shown_json
 
 PREVIEW_CHARS = 60
 
@@ -164,8 +165,7 @@ def fmt_attempt(run: Run) -> str:
 
 def preview(value: Any, limit: int = PREVIEW_CHARS) -> str:
     """Compact JSON of ``value``, cut to ``limit`` characters."""
-    text = codec.dumps(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return shown_json(value, limit)
 
 
 def fmt_error(error: dict[str, Any] | None) -> str:
@@ -284,12 +284,12 @@ def _command(fn: Callable[[RedflowClient, argparse.Namespace], int]) -> Callable
         try:
             client = connect(args)
         except ValueError as exc:  # redis-py's word on a malformed URL
-            print(f"error: bad Redis URL {_redacted(resolve_url(args.redis_url))}: {exc}", file=sys.stderr)
+            print(f"error: bad Redis URL {redacted_url(resolve_url(args.redis_url))}: {exc}", file=sys.stderr)
             return 2
         try:
             return fn(client, args)
         except RedisError as exc:
-            print(f"error: Redis at {_redacted(resolve_url(args.redis_url))}: {exc}", file=sys.stderr)
+            print(f"error: Redis at {redacted_url(resolve_url(args.redis_url))}: {exc}", file=sys.stderr)
             return 2
         except RedflowError as exc:
             print(f"error: {exc}", file=sys.stderr)
@@ -298,16 +298,6 @@ def _command(fn: Callable[[RedflowClient, argparse.Namespace], int]) -> Callable
             client.close()
 
     return run
-
-
-def _redacted(url: str) -> str:
-    """The URL without its password, for messages."""
-    scheme, sep, rest = url.partition("://")
-    userinfo, at, host = rest.rpartition("@")
-    if not sep or not at:
-        return url
-    user = userinfo.partition(":")[0]
-    return f"{scheme}://{user + ':' if user else ''}***@{host}"
 
 
 def connection_options(parser: argparse.ArgumentParser) -> None:

@@ -14,12 +14,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-import urllib.parse
 from typing import Any, Iterator
 
 from . import bench_profile, bench_report
 from .bench_phases import Bench, drain, idle, open_bench, paced, preload
 from .bench_probe import BenchError, process_sample
+from .connection import redacted_url
 from .testing import RedisServer, RedisServerError
 
 EXIT_REGRESSION = 1
@@ -120,7 +120,7 @@ def measure(args: argparse.Namespace, url: str) -> dict[str, Any]:
 def _meta(args: argparse.Namespace, bench: Bench, url: str) -> dict[str, Any]:
     return {
         **bench_report.machine(),
-        "redis": _without_credentials(url) if args.redis_url else "private redis-server",
+        "redis": redacted_url(url) if args.redis_url else "private redis-server",
         "redis_version": bench.probe.server_version(),
         "worker": bench.worker.kind,
         "precise_timestamps": bench.worker.precise,
@@ -136,9 +136,3 @@ def _meta(args: argparse.Namespace, bench: Bench, url: str) -> dict[str, Any]:
     }
 
 
-def _without_credentials(url: str) -> str:
-    """The URL for the record, its user and password left out."""
-    parts = urllib.parse.urlsplit(url)
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))

@@ -105,11 +105,15 @@ class SubprocessWorker:
         base = [str(script)] if script.exists() else [sys.executable, "-m", "redflow.cli"]
         return [
             *base, "--log-level", "warning", "worker", "-A", "redflow.bench_app:registry",
-            "-c", str(self.concurrency), "--redis-url", self.url, "--prefix", self.prefix,
+            "-c", str(self.concurrency), "--prefix", self.prefix,
         ]  # fmt: skip
 
+    def environment(self) -> dict[str, str]:
+        """The worker's environment: the URL goes in ``REDIS_URL``, where ``ps`` does not show a password."""
+        return {**os.environ, "REDIS_URL": self.url}
+
     def start(self) -> None:
-        self._proc = subprocess.Popen(self.command(), stdout=self._log, stderr=subprocess.STDOUT)
+        self._proc = subprocess.Popen(self.command(), env=self.environment(), stdout=self._log, stderr=subprocess.STDOUT)
         self.pid = self._proc.pid
 
     def output(self) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 import redis
 from redis.cluster import ClusterNode, RedisCluster
@@ -48,6 +48,27 @@ def resolve_url(url: str | None = None) -> str:
 def resolve_dashboard_token(flag: str | None = None) -> str | None:
     """``--token`` wins, else ``REDFLOW_DASHBOARD_TOKEN``; ``None`` means dashboard actions are off."""
     return flag if flag is not None else os.environ.get(DASHBOARD_TOKEN_ENV) or None
+
+
+def redacted_url(url: str) -> str:
+    """``url`` fit to print: the password of the userinfo and every ``*password*``
+    query parameter (``?password=``, ``?sentinel_password=``) shown as ``***``.
+
+    Every message, log line and record that names a Redis goes through this.
+    """
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparsable Redis URL>"
+    userinfo, at, hosts = parts.netloc.rpartition("@")
+    user, colon, _ = userinfo.partition(":")
+    # A lone userinfo (``redis://secret@host``) may be a password too: hidden.
+    netloc = (f"{user}:***@{hosts}" if colon and user else f"***@{hosts}") if at else parts.netloc
+    query = parts.query
+    if "password" in query.lower():
+        pairs = parse_qsl(query, keep_blank_values=True)
+        query = urlencode([(k, "***" if "password" in k.lower() else v) for k, v in pairs], safe="*")
+    return f"{parts.scheme}://{netloc}{parts.path}{'?' + query if query else ''}{'#' + parts.fragment if parts.fragment else ''}"
 
 
 def is_cluster(client: Any) -> bool:
@@ -143,7 +164,7 @@ def _sentinel_from_url(url: str, max_connections: int | None) -> redis.Redis:
     parts = urlsplit(url)
     path = [p for p in parts.path.split("/") if p]
     if not path:
-        raise RedflowError(f"a Sentinel URL names the service: redis+sentinel://host:port/<service>[/db] ({url!r})")
+        raise RedflowError(f"a Sentinel URL names the service: redis+sentinel://host:port/<service>[/db] ({redacted_url(url)})")
     options = parse_qs(parts.query)
     auth = _auth(parts.netloc)
     sentinel_kwargs = {"password": options["sentinel_password"][0]} if "sentinel_password" in options else {}

@@ -29,7 +29,6 @@ from typing import Any, Callable, Iterable, Sequence
 from urllib.parse import parse_qs, quote, urlencode
 
 import gevent
-import orjson
 from gevent.pywsgi import LoggingLogAdapter, WSGIServer
 from redis.exceptions import RedisError
 
@@ -41,6 +40,7 @@ from .connection import DASHBOARD_TOKEN_ENV, resolve_dashboard_token
 from .errors import RedflowError
 from .keys import RUN_STATUSES, TERMINAL_STATUSES
 from .models import Run, Step
+from .shown import shown_json
 
 log = logging.getLogger(__name__)
 
@@ -83,8 +83,8 @@ def h(value: Any) -> str:
 
 
 def pretty(value: Any) -> str:
-    text = orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode()
-    return text if len(text) <= SHOWN_JSON_CHARS else text[:SHOWN_JSON_CHARS] + "\n... (cut)"
+    """Indented JSON for a run page, bounded; never fails (see :mod:`redflow.shown`)."""
+    return shown_json(value, SHOWN_JSON_CHARS, indent=True)
 
 
 def badge(status: str) -> str:

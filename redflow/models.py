@@ -16,6 +16,27 @@ from .errors import CorruptDataError
 from .keys import RUN_STATUSES, TERMINAL_STATUSES
 
 
+@dataclass(frozen=True, slots=True)
+class Unreadable:
+    """A stored payload (input, output, error, step record) that does not decode:
+    not JSON, or nested deeper than the decoder goes (1,024 levels).
+
+    It stands in for the value so that one bad run fails neither a listing nor
+    its own page; ``raw`` is the stored text, ``reason`` the decoder's word.
+    """
+
+    raw: str
+    reason: str
+
+
+def decoded(raw: str, what: str) -> Any:
+    """The JSON value of ``raw``, or :class:`Unreadable` when it does not decode."""
+    try:
+        return codec.loads(raw, what=what)
+    except CorruptDataError as exc:
+        return Unreadable(raw, str(exc.__cause__ or exc))
+
+
 class RunField:
     """Fields of the run hash ``P:run:<id>``."""
 
@@ -113,9 +134,11 @@ class Run:
 
         def json_field(name: str) -> Any:
             raw = fields.get(name)
-            return None if raw is None or raw == "" else codec.loads(raw, what=f"{what} {name}")
+            return None if raw is None or raw == "" else decoded(raw, f"{what} {name}")
 
         error = json_field(RunField.ERROR_JSON)
+        if isinstance(error, Unreadable):
+            error = unreadable_error(error)
         return cls(
             id=run_id,
             workflow=workflow,
@@ -141,6 +164,8 @@ class Run:
 STEP_RUNNING = "running"
 STEP_SUCCEEDED = "succeeded"
 STEP_FAILED = "failed"
+#: Shown for a step record that does not decode (never stored).
+STEP_UNREADABLE = "unreadable"
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,21 +182,29 @@ class Step:
 
     @classmethod
     def from_json(cls, name: str, raw: str) -> Step:
+        """Parse a step record; one that does not decode is a step with status ``unreadable``."""
         what = f"step {name!r}"
-        record = codec.loads(raw, what=what)
+        record = decoded(raw, what)
         if not isinstance(record, dict):
-            raise CorruptDataError(f"{what} is not a JSON object")
+            reason = record.reason if isinstance(record, Unreadable) else "not a JSON object"
+            return cls(name=name, status=STEP_UNREADABLE, seq=0, output=Unreadable(raw, reason), error=None, started_at=None, finished_at=None)
         output_json = record.get("outputJson")
         error_json = record.get("errorJson")
+        error = None if error_json is None else decoded(error_json, f"{what} error")
         return cls(
             name=name,
             status=str(record.get("status", "")),
             seq=step_seq(record) or 0,
-            output=None if output_json is None else codec.loads(output_json, what=f"{what} output"),
-            error=None if error_json is None else codec.try_loads(error_json),
+            output=None if output_json is None else decoded(output_json, f"{what} output"),
+            error=unreadable_error(error) if isinstance(error, Unreadable) else error if isinstance(error, dict) or error is None else {"message": str(error)},
             started_at=ms_to_s(record.get("startedAt")),
             finished_at=ms_to_s(record.get("finishedAt")),
         )
+
+
+def unreadable_error(value: Unreadable) -> dict[str, Any]:
+    """A stored error that does not decode, as an error record that says so."""
+    return {"name": "Unreadable", "message": f"the stored error does not decode: {value.reason}", "raw": value.raw}
 
 
 def step_seq(record: Any) -> int | None:

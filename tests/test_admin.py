@@ -1,5 +1,6 @@
 """`redflow-gevent runs|queues|cron`: tables for people, --json for scripts, clear errors."""
 
+import os
 import subprocess
 
 import orjson
@@ -154,3 +155,45 @@ def test_the_command_reads_redis_url_and_prefix_from_the_environment(redis_url, 
     done = subprocess.run([CLI, "runs", "list", "--json"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert {r["id"] for r in orjson.loads(done.stdout)} == set(runs.values())
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("redis://127.0.0.1:1/0?password=s3cret", "redis://127.0.0.1:1/0?password=***"),
+        ("redis://:s3cret@127.0.0.1:1/0", "redis://***@127.0.0.1:1/0"),
+        ("redis://bob:s3cret@127.0.0.1:1/0", "redis://bob:***@127.0.0.1:1/0"),
+        ("redis://s3cret@127.0.0.1:1/0", "redis://***@127.0.0.1:1/0"),
+        ("redis+sentinel://u:s3cret@h:1,h:2/svc?sentinel_password=s3cret&db=2", "redis+sentinel://u:***@h:1,h:2/svc?sentinel_password=***&db=2"),
+        ("unix:///tmp/r.sock?db=1&password=s3cret", "unix:///tmp/r.sock?db=1&password=***"),
+        ("redis://127.0.0.1:1/0", "redis://127.0.0.1:1/0"),
+    ],
+)
+def test_every_form_of_a_password_in_a_url_is_hidden(url, shown):
+    from redflow.connection import redacted_url
+
+    assert redacted_url(url) == shown
+
+
+@pytest.mark.parametrize("form", ["redis://127.0.0.1:{port}/0?password=s3cret", "redis://:s3cret@127.0.0.1:{port}/0"])
+def test_an_admin_command_against_a_refusing_redis_hides_the_password(form, capsys):
+    from redflow.cli import build_parser
+    from redflow.testing import RedisServer
+
+    with RedisServer(extra_args=["--requirepass", "another-password"]) as server:
+        args = build_parser().parse_args(["queues", "--redis-url", form.format(port=server.port)])
+        assert args.func(args) == 2  # a wrong password: refused
+    err = capsys.readouterr().err
+    assert err.startswith("error: Redis at ") and "s3cret" not in err and "***" in err
+
+
+def test_the_bench_worker_gets_the_url_through_its_environment_not_its_command_line():
+    from redflow.bench_probe import Probe
+    from redflow.bench_worker import SubprocessWorker
+
+    worker = SubprocessWorker("redis://:s3cret@127.0.0.1:1/0", "p", 10, Probe.__new__(Probe))
+    try:
+        assert not any("s3cret" in arg for arg in worker.command())
+        assert worker.environment()["REDIS_URL"] == "redis://:s3cret@127.0.0.1:1/0"
+    finally:
+        os.unlink(worker._log.name)

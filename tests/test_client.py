@@ -19,7 +19,7 @@ from redflow import (
 from redflow import clock, codec
 from redflow.errors import RedflowError
 from redflow.keys import event_run_idempotency_key
-from redflow.models import step_succeeded_json
+from redflow.models import Unreadable, step_succeeded_json
 
 
 @pytest.fixture
@@ -351,10 +351,11 @@ def test_schema_invalid_input_is_rejected(client, registry):
 
 
 def test_a_corrupt_run_hash_gives_a_clear_error(client, echo, r):
+    """A payload that does not decode stands as Unreadable (its raw text and why); a broken status raises."""
     handle = client.run("echo", {})
     r.hset(client.keys.run(handle.id), "inputJson", "{garbage")
-    with pytest.raises(CorruptDataError, match=f"run {handle.id} inputJson is not valid JSON"):
-        client.get_run(handle.id)
+    run = client.get_run(handle.id)
+    assert isinstance(run.input, Unreadable) and run.input.raw == "{garbage" and "unexpected" in run.input.reason.lower()
     r.hset(client.keys.run(handle.id), mapping={"inputJson": "{}", "status": "exploded"})
     with pytest.raises(CorruptDataError, match="unknown status 'exploded'"):
         client.get_run(handle.id)

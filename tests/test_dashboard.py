@@ -212,3 +212,30 @@ def test_bad_requests_and_an_unreachable_or_corrupt_redis_get_clear_pages(dashbo
     finally:
         server.stop(timeout=1)
         dead.close()
+
+
+def nested(depth):
+    """JSON text of a list nested ``depth`` deep."""
+    return "[" * depth + "]" * depth
+
+
+def test_one_run_with_a_payload_nested_too_deep_fails_no_page(dashboard, runs, client, r):
+    """100,000 deep does not decode (orjson stops at 1,024): shown raw with a marker.
+    300 deep decodes but does not encode indented (254): shown compact with a marker.
+    The overview lists both; a 50 MB output is shown bounded."""
+    port = dashboard()
+    undecodable, unindentable, huge = (client.run("held").id for _ in range(3))
+    r.hset(client.keys.run(undecodable, "nobody-serves-this"), "inputJson", '["<b>",' + nested(100_000) + "]")
+    r.hset(client.keys.run(unindentable, "nobody-serves-this"), "inputJson", nested(300))
+    r.hset(client.keys.run(huge, "nobody-serves-this"), mapping={"status": "succeeded", "outputJson": '"' + "x" * 50_000_000 + '"'})
+
+    status, _, page = request(port, "GET", "/")
+    assert status == 200 and all(run_id in page for run_id in (undecodable, unindentable, huge, *runs.values()))
+
+    status, _, page = request(port, "GET", f"/runs/{undecodable}")
+    assert status == 200 and "(unreadable, shown as stored: " in page and "depth limit exceeded" in page
+    assert '[&quot;&lt;b&gt;&quot;,[[[[' in page and "<b>" not in page and len(page) < 40_000  # escaped, bounded
+    status, _, page = request(port, "GET", f"/runs/{unindentable}")
+    assert status == 200 and "(nested too deep to indent, shown compact)" in page and nested(300) in page
+    status, _, page = request(port, "GET", f"/runs/{huge}")
+    assert status == 200 and "... (cut)" in page and 20_000 < len(page) < 40_000

@@ -88,3 +88,34 @@ def test_the_worker_command_prints_one_json_object_per_line_with_the_run_fields(
     about_run = [rec for rec in records if rec.get("run_id") == broken.id]
     assert [(rec["level"], rec["workflow"], rec["attempt"]) for rec in about_run] == [("info", "count", 1), ("warning", "count", 2)]
     assert all(rec["logger"] == "redflow.worker" and rec["ts"] > 0 for rec in about_run)
+
+
+FORGED = "2026-12-04 17:00:00,000 CRITICAL redflow.worker: FORGED"
+
+
+def test_the_text_format_keeps_each_record_on_its_own_lines_whatever_the_message(start, registry, client):
+    """A newline, CR or escape sequence in run data (here an error message) cannot forge a record:
+    messages are escaped, and traceback lines are indented, so column 0 only ever starts a record."""
+    import io
+
+    from redflow.logs import setup_logging
+
+    stream = io.StringIO()
+    setup_logging("info", "text", stream)
+    try:
+        @define_workflow("forger", registry=registry, max_attempts=1)
+        def forger(ctx):
+            raise RuntimeError(f"bad\n{FORGED}\r\x1b[2K")
+
+        start()
+        with pytest.raises(Exception, match="FORGED"):
+            client.run("forger").result(10)
+        logging.getLogger("redflow.worker").exception("message\n%s", FORGED, exc_info=RuntimeError(f"x\n{FORGED}"))
+    finally:
+        logging.getLogger().handlers.clear()
+    lines = stream.getvalue().splitlines()
+    assert any("\\n" + FORGED in line for line in lines)  # escaped in the failure record
+    assert any("\\r\\x1b[2K" in line for line in lines)
+    starts = [line for line in lines if not line.startswith(" ")]
+    assert starts and all(line[:4].isdigit() for line in starts), starts  # every column-0 line is a record's start
+    assert not any(line.startswith(FORGED) for line in lines)
