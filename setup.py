@@ -13,7 +13,7 @@ setup(
     python_requires=">=3.11",
     packages=find_packages(include=["redflow", "redflow.*"]),
     include_package_data=True,
-    package_data={"redflow": ["dashboard_assets/*.html", "dashboard_assets/*.css"]},
+    package_data={"redflow": ["py.typed"], "redflow.ops": ["dashboard_assets/*.html", "dashboard_assets/*.css"], "redflow.store": ["lua/*.lua"]},
     install_requires=[
         "gevent>=23.9",
         "redis>=5",
@@ -26,8 +26,8 @@ setup(
         "metrics": ["prometheus_client>=0.17"],
     },
     entry_points={
-        "console_scripts": ["redflow-gevent=redflow.cli:main"],
-        "pytest11": ["redflow = redflow.pytest_plugin"],
+        "console_scripts": ["redflow-gevent=redflow.ops.cli:main"],
+        "pytest11": ["redflow = redflow.testing.pytest_plugin"],
     },
     classifiers=[
         "Programming Language :: Python :: 3.11",

@@ -5,7 +5,7 @@
 Each setup gets the same load: ``n`` no-op runs spread over three queues
 (on the cluster: queues whose slots belong to three different masters),
 drained by one in-process ``-c`` worker. Queues are the unit of scale in
-cluster mode (see redflow/keys.py), so the cluster can only help a load that
+cluster mode (see redflow/core/keys.py), so the cluster can only help a load that
 spans several queues.
 """
 
@@ -23,7 +23,7 @@ import orjson  # noqa: E402
 
 from redflow import Registry, create_client, define_workflow, start_worker  # noqa: E402
 from redflow.testing import RedisServer  # noqa: E402
-from redflow.testing_cluster import RedisClusterHarness  # noqa: E402
+from redflow.testing.cluster import RedisClusterHarness  # noqa: E402
 
 
 def drain(url: str, queues: list[str], total: int, concurrency: int) -> float:
@@ -58,7 +58,7 @@ def main() -> int:
         results["single Redis, 3 queues"] = drain(single.url, ["q0", "q1", "q2"], args.n, args.concurrency)
     cluster = RedisClusterHarness().start()
     try:
-        from redflow.keys import Keys
+        from redflow.core.keys import Keys
 
         queues = cluster.queues_on_distinct_masters(Keys(cluster=True))
         results["3-master cluster (with replicas), 3 queues"] = drain(cluster.url, queues, args.n, args.concurrency)

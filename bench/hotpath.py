@@ -17,9 +17,9 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from redflow.bench_phases import Bench, Staged, open_bench, per_run_redis, preload, wait_warm
-from redflow.bench_probe import ServerSample, server_delta
-from redflow.bench_worker import InProcessWorker
+from redflow.bench.phases import Bench, Staged, open_bench, per_run_redis, preload, wait_warm
+from redflow.bench.probe import ServerSample, server_delta
+from redflow.bench.worker import InProcessWorker
 
 _pending: deque[float] = deque()
 

@@ -1,6 +1,6 @@
 """The codec: every input, output and step record goes through it."""
 
-from redflow import codec
+from redflow.core import codec
 
 RUN_INPUT = {
     "user": {"id": 12345, "email": "ada@example.com", "name": "Ada Lovelace", "tags": ["admin", "beta", "é"]},

@@ -4,7 +4,7 @@ import contextlib
 
 import pytest
 
-from redflow.bench_phases import drain, open_bench, preload, wait_warm
+from redflow.bench.phases import drain, open_bench, preload, wait_warm
 
 RUNS = 2000
 

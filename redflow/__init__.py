@@ -26,29 +26,29 @@ _EXPORTS = {
     "get_default_client": "client",
     "set_default_client": "client",
     # models
-    "Run": "models",
-    "Step": "models",
+    "Run": "core.models",
+    "Step": "core.models",
     # execution
-    "start_worker": "worker",
-    "Worker": "worker",
-    "WorkerOptions": "worker",
-    "WorkflowContext": "context",
-    "OnFailureContext": "context",
-    "RunInfo": "context",
-    "CancelSignal": "context",
+    "start_worker": "engine.worker",
+    "Worker": "engine.worker",
+    "WorkerOptions": "engine.worker",
+    "WorkflowContext": "engine.context",
+    "OnFailureContext": "engine.context",
+    "RunInfo": "engine.context",
+    "CancelSignal": "engine.context",
     # errors
-    "RedflowError": "errors",
-    "CanceledError": "errors",
-    "TimeoutError": "errors",
-    "SerializationError": "errors",
-    "OutputSerializationError": "errors",
-    "CorruptDataError": "errors",
-    "UnknownWorkflowError": "errors",
-    "InputValidationError": "errors",
-    "RunFailedError": "errors",
-    "RunNotFoundError": "errors",
-    "NonRetryableError": "errors",
-    "NonRetriableError": "errors",
+    "RedflowError": "core.errors",
+    "CanceledError": "core.errors",
+    "TimeoutError": "core.errors",
+    "SerializationError": "core.errors",
+    "OutputSerializationError": "core.errors",
+    "CorruptDataError": "core.errors",
+    "UnknownWorkflowError": "core.errors",
+    "InputValidationError": "core.errors",
+    "RunFailedError": "core.errors",
+    "RunNotFoundError": "core.errors",
+    "NonRetryableError": "core.errors",
+    "NonRetriableError": "core.errors",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -68,10 +68,10 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from .client import RedflowClient, create_client, get_default_client, set_default_client
-    from .handle import RunHandle
-    from .context import CancelSignal, OnFailureContext, RunInfo, WorkflowContext
-    from .errors import (
+    from redflow.client import RedflowClient, create_client, get_default_client, set_default_client
+    from redflow.handle import RunHandle
+    from redflow.engine.context import CancelSignal, OnFailureContext, RunInfo, WorkflowContext
+    from redflow.core.errors import (
         CanceledError,
         CorruptDataError,
         InputValidationError,
@@ -85,6 +85,6 @@ if TYPE_CHECKING:
         TimeoutError,
         UnknownWorkflowError,
     )
-    from .models import Run, Step
-    from .registry import CronTrigger, Registry, Workflow, define_workflow, get_default_registry
-    from .worker import Worker, WorkerOptions, start_worker
+    from redflow.core.models import Run, Step
+    from redflow.registry import CronTrigger, Registry, Workflow, define_workflow, get_default_registry
+    from redflow.engine.worker import Worker, WorkerOptions, start_worker

@@ -12,9 +12,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
-from . import codec
-from .connection import close_redis, create_redis, is_cluster, resolve_prefix
-from .errors import (
+from redflow.core import codec
+from redflow.store.connection import close_redis, create_redis, is_cluster, resolve_prefix
+from redflow.core.errors import (
     CanceledError,
     CorruptDataError,
     InputValidationError,
@@ -24,12 +24,12 @@ from .errors import (
     TimeoutError,
     UnknownWorkflowError,
 )
-from .keys import RUN_STATUSES, Keys, event_run_idempotency_key, new_id
-from .models import EventDef, Run, RunField, Step, WorkflowField, max_attempts_of
-from .registry import Registry, Workflow, get_default_registry
-from .handle import RunHandle, RunState
-from .scripts import Scripts
-from .server_clock import ServerClock
+from redflow.core.keys import RUN_STATUSES, Keys, event_run_idempotency_key, new_id
+from redflow.core.models import EventDef, Run, RunField, Step, WorkflowField, max_attempts_of
+from redflow.registry import Registry, Workflow, get_default_registry
+from redflow.handle import RunHandle, RunState
+from redflow.store.scripts import Scripts
+from redflow.store.server_clock import ServerClock
 
 IDEMPOTENCY_TTL_S = 7 * 24 * 3600
 _WAIT_SLICE_MIN_S = 0.05
@@ -447,7 +447,7 @@ class RedflowClient:
     # -- registry ----------------------------------------------------------
     def sync_registry(self, registry: Registry | None = None) -> None:
         """Store workflow metadata and cron / event triggers in Redis; drop stale triggers."""
-        from .sync import sync_registry
+        from redflow.sync import sync_registry
 
         sync_registry(self, registry if registry is not None else get_default_registry())
 

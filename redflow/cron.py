@@ -15,11 +15,11 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterError, croniter
 
-from . import codec
-from .errors import RedflowError
+from redflow.core import codec
+from redflow.core.errors import RedflowError
 
 if TYPE_CHECKING:
-    from .registry import CronTrigger
+    from redflow.registry import CronTrigger
 
 _UNIX_FIELDS = 5
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from . import codec
-from .errors import CanceledError, RedflowError, RunFailedError, RunNotFoundError
-from .keys import TERMINAL_STATUSES
-from .models import Run, Step
+from redflow.core import codec
+from redflow.core.errors import CanceledError, RedflowError, RunFailedError, RunNotFoundError
+from redflow.core.keys import TERMINAL_STATUSES
+from redflow.core.models import Run, Step
 
 if TYPE_CHECKING:
-    from .client import RedflowClient
+    from redflow.client import RedflowClient
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,13 +6,13 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 
-from . import cron
-from .errors import InputValidationError, RedflowError
+from redflow import cron
+from redflow.core.errors import InputValidationError, RedflowError
 
 if TYPE_CHECKING:
-    from .client import RedflowClient
-    from .handle import RunHandle
-    from .context import OnFailureContext, WorkflowContext
+    from redflow.client import RedflowClient
+    from redflow.handle import RunHandle
+    from redflow.engine.context import OnFailureContext, WorkflowContext
 
 Handler = Callable[["WorkflowContext"], Any]
 OnFailure = Callable[["OnFailureContext"], Any]
@@ -99,7 +99,7 @@ class Workflow:
     def run(self, input: Any = None, *, client: RedflowClient | None = None, **run_options: Any) -> RunHandle:
         """Start a run of this workflow (``client``: the default client if omitted)."""
         if client is None:
-            from .client import get_default_client
+            from redflow.client import get_default_client
 
             client = get_default_client()
         return client.run(self, input, **run_options)

@@ -11,15 +11,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from . import codec, cron
-from .errors import RedflowError
-from .models import EventDef, WorkflowField, cron_def_json, event_def_json
-from .registry import CronTrigger, Registry, Workflow
+from redflow.core import codec
+
+from redflow import cron
+from redflow.core.errors import RedflowError
+from redflow.core.models import EventDef, WorkflowField, cron_def_json, event_def_json
+from redflow.registry import CronTrigger, Registry, Workflow
 
 if TYPE_CHECKING:
     from redis.client import Pipeline
 
-    from .client import RedflowClient
+    from redflow.client import RedflowClient
 
 
 def _trigger_ids(wf: Workflow) -> tuple[list[str], list[str]]:

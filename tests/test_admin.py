@@ -8,7 +8,7 @@ import pytest
 
 from helpers import CLI, ROOT, wait_until
 from redflow import define_workflow
-from redflow.cli import build_parser
+from redflow.ops.cli import build_parser
 from redflow.testing import free_port
 
 
@@ -170,14 +170,14 @@ def test_the_command_reads_redis_url_and_prefix_from_the_environment(redis_url, 
     ],
 )
 def test_every_form_of_a_password_in_a_url_is_hidden(url, shown):
-    from redflow.connection import redacted_url
+    from redflow.store.connection import redacted_url
 
     assert redacted_url(url) == shown
 
 
 @pytest.mark.parametrize("form", ["redis://127.0.0.1:{port}/0?password=s3cret", "redis://:s3cret@127.0.0.1:{port}/0"])
 def test_an_admin_command_against_a_refusing_redis_hides_the_password(form, capsys):
-    from redflow.cli import build_parser
+    from redflow.ops.cli import build_parser
     from redflow.testing import RedisServer
 
     with RedisServer(extra_args=["--requirepass", "another-password"]) as server:
@@ -188,8 +188,8 @@ def test_an_admin_command_against_a_refusing_redis_hides_the_password(form, caps
 
 
 def test_the_bench_worker_gets_the_url_through_its_environment_not_its_command_line():
-    from redflow.bench_probe import Probe
-    from redflow.bench_worker import SubprocessWorker
+    from redflow.bench.probe import Probe
+    from redflow.bench.worker import SubprocessWorker
 
     worker = SubprocessWorker("redis://:s3cret@127.0.0.1:1/0", "p", 10, Probe.__new__(Probe))
     try:

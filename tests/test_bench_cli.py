@@ -6,10 +6,10 @@ import subprocess
 import pytest
 
 from helpers import CLI, ROOT
-from redflow import codec
-from redflow.bench_probe import percentiles
-from redflow.bench_profile import summarize
-from redflow.bench_report import COMPARED, HIGHER, LOWER, compare, figure
+from redflow.core import codec
+from redflow.bench.probe import percentiles
+from redflow.bench.profile import summarize
+from redflow.bench.report import COMPARED, HIGHER, LOWER, compare, figure
 
 SMALL = ["-n", "200", "-c", "20", "--rate", "400", "--paced-runs", "40", "--idle", "0.5"]
 TINY = ["-n", "100", "-c", "5", "--rate", "0", "--idle", "0"]

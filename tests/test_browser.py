@@ -17,7 +17,7 @@ from selenium.webdriver.common.by import By
 
 from helpers import wait_until
 from redflow import NonRetryableError, define_workflow
-from redflow.dashboard import NOTICES, serve
+from redflow.ops.dashboard import NOTICES, serve
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 TOKEN = "browser-test-token-0123"

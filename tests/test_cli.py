@@ -4,7 +4,8 @@ import signal
 import time
 
 from helpers import WorkerProcess, wait_until
-from redflow import clock, codec, create_client
+from redflow.core import clock, codec
+from redflow import create_client
 from redflow.registry import Registry
 
 

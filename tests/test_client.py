@@ -16,10 +16,10 @@ from redflow import (
     create_client,
     define_workflow,
 )
-from redflow import clock, codec
-from redflow.errors import RedflowError
-from redflow.keys import event_run_idempotency_key
-from redflow.models import Unreadable, step_succeeded_json
+from redflow.core import clock, codec
+from redflow.core.errors import RedflowError
+from redflow.core.keys import event_run_idempotency_key
+from redflow.core.models import Unreadable, step_succeeded_json
 
 
 @pytest.fixture

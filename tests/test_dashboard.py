@@ -11,7 +11,7 @@ import pytest
 
 from helpers import CLI, ROOT, wait_until
 from redflow import RedflowError, create_client, define_workflow
-from redflow.dashboard import Dashboard, serve
+from redflow.ops.dashboard import Dashboard, serve
 from redflow.testing import free_port
 
 TOKEN = "correct-horse-battery-staple"

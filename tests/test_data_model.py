@@ -6,9 +6,11 @@ import hashlib
 import orjson
 import pytest
 
-from redflow import codec, cron
-from redflow.connection import resolve_prefix
-from redflow.errors import (
+from redflow.core import codec
+
+from redflow import cron
+from redflow.store.connection import resolve_prefix
+from redflow.core.errors import (
     CanceledError,
     InputValidationError,
     NonRetryableError,
@@ -17,7 +19,7 @@ from redflow.errors import (
     UnknownWorkflowError,
     error_to_json,
 )
-from redflow.keys import (
+from redflow.core.keys import (
     Keys,
     cron_fire_idempotency_key,
     enc,
@@ -25,7 +27,7 @@ from redflow.keys import (
     step_event_idempotency_key,
     step_workflow_idempotency_key,
 )
-from redflow.models import step_failed_json, step_running_json, step_succeeded_json
+from redflow.core.models import step_failed_json, step_running_json, step_succeeded_json
 from redflow.registry import CronTrigger
 
 K = Keys("redflow:v1")

@@ -4,7 +4,7 @@ import gevent
 
 from helpers import wait_until
 from redflow import define_workflow
-from redflow.hooks import WorkerObserver
+from redflow.engine.observers import WorkerObserver
 
 
 class Recorder(WorkerObserver):

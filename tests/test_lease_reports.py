@@ -15,7 +15,7 @@ import logging
 from prometheus_client.parser import text_string_to_metric_families
 
 from redflow import define_workflow
-from redflow.metrics import MetricsObserver
+from redflow.ops.metrics import MetricsObserver
 
 
 def _lost_leases_metric(observer: MetricsObserver) -> float:

@@ -9,8 +9,8 @@ import pytest
 
 from helpers import wait_until
 from redflow import create_client, define_workflow, start_worker
-from redflow import clock, codec
-from redflow.loops import Loop
+from redflow.core import clock, codec
+from redflow.engine.loops import Loop
 from redflow.testing import RedisServer
 
 
@@ -216,9 +216,9 @@ def test_slots_start_blocking_on_different_queues(start, registry, client, queue
 
 
 def test_a_worker_syncs_its_registry_again_when_redis_lost_it(start, registry, client, r, monkeypatch):
-    import redflow.worker
+    import redflow.engine.worker
 
-    monkeypatch.setattr(redflow.worker, "REGISTRY_CHECK_S", 0.05)
+    monkeypatch.setattr(redflow.engine.worker, "REGISTRY_CHECK_S", 0.05)
 
     @define_workflow("remembered", cron=["0 * * * *"], registry=registry)
     def remembered(ctx):

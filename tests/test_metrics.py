@@ -11,7 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from helpers import CLI, WorkerProcess, wait_until
 from redflow import NonRetryableError, RedflowError, define_workflow
-from redflow.metrics import MetricsObserver, MetricsServer, parse_listen, start_metrics_server
+from redflow.ops.metrics import MetricsObserver, MetricsServer, parse_listen, start_metrics_server
 from redflow.testing import free_port
 
 
@@ -118,7 +118,7 @@ def test_worker_command_serves_metrics_and_refuses_a_bad_metrics_port(redis_url,
 
 
 def test_without_prometheus_client_the_metrics_flag_says_how_to_get_it(redis_url):
-    code = "import sys; sys.modules['prometheus_client'] = None; from redflow.cli import main; main(sys.argv[1:])"
+    code = "import sys; sys.modules['prometheus_client'] = None; from redflow.ops.cli import main; main(sys.argv[1:])"
     cmd = [sys.executable, "-c", code, "worker", "--redis-url", redis_url, "--metrics-port", "0"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert done.returncode != 0 and "pip install 'redflow-gevent[metrics]'" in done.stderr

@@ -2,8 +2,8 @@
 
 import pytest
 
-from redflow import codec
-from redflow.errors import (
+from redflow.core import codec
+from redflow.core.errors import (
     CanceledError,
     CorruptDataError,
     InputValidationError,
@@ -15,7 +15,7 @@ from redflow.errors import (
     UnknownWorkflowError,
 )
 from redflow.registry import Registry, define_workflow, validate_input
-from redflow.retry import compute_retry_delay_ms, is_retryable
+from redflow.core.retry import compute_retry_delay_ms, is_retryable
 
 
 @pytest.mark.parametrize(

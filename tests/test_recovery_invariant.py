@@ -33,9 +33,10 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_stat
 
 from helpers import wait_until
 from invariants import unrecoverable
-from redflow import Registry, codec, create_client, define_workflow
-from redflow.keys import TERMINAL_STATUSES, new_id
-from redflow.models import step_succeeded_json
+from redflow import Registry, create_client, define_workflow
+from redflow.core import codec
+from redflow.core.keys import TERMINAL_STATUSES, new_id
+from redflow.core.models import step_succeeded_json
 
 LONG_LEASE_MS = 60_000  # leases lapse only when a test says so
 
@@ -150,7 +151,7 @@ def test_retry_requeues_a_stuck_running_run_and_a_worker_finishes_it(rf, r, app,
 
 
 def test_retry_refuses_a_running_run_a_live_worker_holds_and_says_why(rf, r):
-    from redflow.admin import retry_run
+    from redflow.ops.admin import retry_run
 
     run_id = rf.run("two-steps").id
     assert _claim(r, rf.keys) == run_id

@@ -8,8 +8,8 @@ import redis
 
 from helpers import wait_until
 from redflow import create_client, define_workflow, start_worker
-from redflow.connection import close_redis
-from redflow.errors import RedflowError
+from redflow.store.connection import close_redis
+from redflow.core.errors import RedflowError
 from redflow.testing import RedisServer, free_port
 
 

@@ -12,9 +12,9 @@ from redflow import (
     RunFailedError,
     define_workflow,
 )
-from redflow import clock
-from redflow.worker import WorkerOptions
-from redflow.errors import RedflowError
+from redflow.core import clock
+from redflow.engine.worker import WorkerOptions
+from redflow.core.errors import RedflowError
 
 
 def count(r, prefix, name):

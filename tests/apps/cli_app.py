@@ -10,7 +10,7 @@ from typing import Any
 import gevent
 
 from redflow import Registry, define_workflow
-from redflow.connection import create_redis
+from redflow.store.connection import create_redis
 
 registry = Registry()
 _side: Any = None

@@ -20,7 +20,7 @@ import redis
 from redis.exceptions import RedisError
 
 from helpers import WorkerProcess, wait_until
-from redflow import clock, codec
+from redflow.core import clock, codec
 from redflow.testing import RedisServer
 from tests.chaos.kit import SideCounts
 

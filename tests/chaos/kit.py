@@ -31,8 +31,8 @@ import gevent.event
 import redis
 from redis.exceptions import RedisError
 
-from redflow import codec
-from redflow.keys import RUN_STATUSES, TERMINAL_STATUSES, Keys
+from redflow.core import codec
+from redflow.core.keys import RUN_STATUSES, TERMINAL_STATUSES, Keys
 from tests.chaos.apps.side import handler_key, step_key
 
 BATCH = 500

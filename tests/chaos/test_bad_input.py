@@ -13,7 +13,8 @@ import time
 import pytest
 
 from helpers import wait_until
-from redflow import RunFailedError, clock, codec, create_client, define_workflow
+from redflow import RunFailedError, create_client, define_workflow
+from redflow.core import clock, codec
 from redflow.registry import Registry
 from tests.chaos.harness import UNRUNNABLE_ENTRIES, new_run_id, error_of
 

@@ -1,7 +1,7 @@
 """One clock: Redis's. A worker whose wall clock is an hour fast (``faketime
 -f +1h`` around the worker process) decides nothing early and loses no cron
 tick: delays, retries, the promoter, cron fire times and next times are all
-read from Redis's clock (redflow/server_clock.py), the worker's own clock
+read from Redis's clock (redflow/store/server_clock.py), the worker's own clock
 only stamps its log lines.
 
 Each run reports when it really ran, from Redis's ``TIME``; the fire time of

@@ -119,8 +119,8 @@ def test_redflow_never_imports_a_deserializer_of_objects_nor_evaluates_code():
 
 
 def lua_scripts() -> dict[str, str]:
-    """The Lua source constants of redflow/scripts.py (``*_LUA = "..."``, concatenations included)."""
-    tree = ast.parse((ROOT / "redflow" / "scripts.py").read_text())
+    """The Lua source constants of redflow/store/scripts.py (``*_LUA = "..."``, concatenations included)."""
+    tree = ast.parse((ROOT / "redflow" / "store" / "scripts.py").read_text())
     scripts = {}
     for node in tree.body:
         if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name) and node.targets[0].id.endswith("_LUA"):
@@ -135,4 +135,4 @@ def test_redflow_lua_scripts_never_load_code_and_json_is_decoded_by_orjson_only(
     stdlib_json = re.compile(r"\b(json|simplejson|ujson)\.loads?\(")
     json_decoders = [f"{p.name}: {m.group(0)}" for p in redflow_sources() for m in stdlib_json.finditer(p.read_text())]
     assert json_decoders == []
-    assert "orjson.loads(raw)" in (ROOT / "redflow" / "codec.py").read_text()
+    assert "orjson.loads(raw)" in (ROOT / "redflow" / "core" / "codec.py").read_text()

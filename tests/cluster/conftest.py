@@ -10,7 +10,7 @@ import pytest
 from redis.cluster import RedisCluster
 
 from helpers import started
-from redflow.testing_cluster import RedisClusterHarness
+from redflow.testing.cluster import RedisClusterHarness
 
 
 @pytest.fixture(scope="session")

@@ -9,8 +9,8 @@ from redis.crc import key_slot
 
 from helpers import WorkerProcess, wait_until
 from redflow import create_client, define_workflow
-from redflow.keys import Keys
-from redflow.scripts import Scripts
+from redflow.core.keys import Keys
+from redflow.store.scripts import Scripts
 
 
 class _Recorder:

@@ -1,0 +1,1 @@
+"""The ``redflow-gevent bench`` command and its parts."""

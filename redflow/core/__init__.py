@@ -1,0 +1,1 @@
+"""Pure data: keys, codec, errors, retry, models, clock (no I/O)."""

@@ -1,0 +1,292 @@
+"""Run and Step as Python sees them, and the Redis field names behind them.
+
+This is the only Python module that spells the camelCase field names of
+DATA_MODEL.md (the Lua scripts spell them too, inside Redis). Stored times
+are integer ms; the objects here carry float unix seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from redflow.core import codec
+from redflow.core.clock import ms_to_s
+from redflow.core.errors import CorruptDataError
+from redflow.core.keys import RUN_STATUSES, TERMINAL_STATUSES
+
+
+@dataclass(frozen=True, slots=True)
+class Unreadable:
+    """A stored payload (input, output, error, step record) that does not decode:
+    not JSON, or nested deeper than the decoder goes (1,024 levels).
+
+    It stands in for the value so that one bad run fails neither a listing nor
+    its own page; ``raw`` is the stored text, ``reason`` the decoder's word.
+    """
+
+    raw: str
+    reason: str
+
+
+def decoded(raw: str, what: str) -> Any:
+    """The JSON value of ``raw``, or :class:`Unreadable` when it does not decode."""
+    try:
+        return codec.loads(raw, what=what)
+    except CorruptDataError as exc:
+        return Unreadable(raw, str(exc.__cause__ or exc))
+
+
+class RunField:
+    """Fields of the run hash ``P:run:<id>``."""
+
+    WORKFLOW = "workflow"
+    QUEUE = "queue"
+    STATUS = "status"
+    INPUT_JSON = "inputJson"
+    ATTEMPT = "attempt"
+    MAX_ATTEMPTS = "maxAttempts"
+    CREATED_AT = "createdAt"
+    AVAILABLE_AT = "availableAt"
+    STARTED_AT = "startedAt"
+    FINISHED_AT = "finishedAt"
+    OUTPUT_JSON = "outputJson"
+    ERROR_JSON = "errorJson"
+    CANCEL_REQUESTED_AT = "cancelRequestedAt"
+    CANCEL_REASON = "cancelReason"
+    PARENT_RUN_ID = "parentRunId"
+
+
+class WorkflowField:
+    """Fields of the workflow metadata hash ``P:workflow:<name>``."""
+
+    NAME = "name"
+    QUEUE = "queue"
+    MAX_ATTEMPTS = "maxAttempts"
+    UPDATED_AT = "updatedAt"
+    CRON_JSON = "cronJson"
+    CRON_IDS_JSON = "cronIdsJson"
+    EVENT_JSON = "eventJson"
+    EVENT_IDS_JSON = "eventIdsJson"
+
+
+def int_field(fields: Mapping[str, str], name: str, *, what: str, default: int | None = None) -> int | None:
+    """An integer field; empty or absent gives ``default``; anything else not an int is corrupt."""
+    raw = fields.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except (TypeError, ValueError):
+        try:
+            as_float = float(raw)
+        except (TypeError, ValueError):
+            raise CorruptDataError(f"{what}: field {name!r} is not an integer: {raw!r}") from None
+        if as_float != as_float or as_float in (float("inf"), float("-inf")):
+            raise CorruptDataError(f"{what}: field {name!r} is not finite: {raw!r}") from None
+        return int(as_float)
+
+
+def max_attempts_of(fields: Mapping[str, str], *, what: str) -> int:
+    """``maxAttempts`` of a run hash; a missing field means 1 (as the seed worker reads it)."""
+    return max(1, int_field(fields, RunField.MAX_ATTEMPTS, what=what, default=1) or 1)
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """A run as read from ``P:run:<id>``."""
+
+    id: str
+    workflow: str
+    queue: str
+    status: str
+    input: Any
+    output: Any
+    error: dict[str, Any] | None
+    attempt: int
+    max_attempts: int
+    created_at: float | None
+    available_at: float | None
+    started_at: float | None
+    finished_at: float | None
+    cancel_requested_at: float | None
+    cancel_reason: str | None
+    parent_run_id: str | None
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+    @classmethod
+    def from_hash(cls, run_id: str, fields: Mapping[str, str]) -> Run:
+        """Parse a run hash; :class:`CorruptDataError` naming the field if it is not valid."""
+        what = f"run {run_id}"
+        status = fields.get(RunField.STATUS, "")
+        if status not in RUN_STATUSES:
+            raise CorruptDataError(f"{what}: unknown status {status!r}")
+        workflow = fields.get(RunField.WORKFLOW, "")
+        if not workflow:
+            raise CorruptDataError(f"{what}: no workflow name")
+
+        def ms(name: str) -> float | None:
+            value = int_field(fields, name, what=what)
+            return None if value is None or value <= 0 else ms_to_s(value)
+
+        def json_field(name: str) -> Any:
+            raw = fields.get(name)
+            return None if raw is None or raw == "" else decoded(raw, f"{what} {name}")
+
+        error = json_field(RunField.ERROR_JSON)
+        if isinstance(error, Unreadable):
+            error = unreadable_error(error)
+        return cls(
+            id=run_id,
+            workflow=workflow,
+            queue=fields.get(RunField.QUEUE, "") or "default",
+            status=status,
+            input=json_field(RunField.INPUT_JSON),
+            output=json_field(RunField.OUTPUT_JSON),
+            error=error if isinstance(error, dict) or error is None else {"message": str(error)},
+            attempt=int_field(fields, RunField.ATTEMPT, what=what, default=0) or 0,
+            max_attempts=max_attempts_of(fields, what=what),
+            created_at=ms(RunField.CREATED_AT),
+            available_at=ms(RunField.AVAILABLE_AT),
+            started_at=ms(RunField.STARTED_AT),
+            finished_at=ms(RunField.FINISHED_AT),
+            cancel_requested_at=ms(RunField.CANCEL_REQUESTED_AT),
+            cancel_reason=fields.get(RunField.CANCEL_REASON) or None,
+            parent_run_id=fields.get(RunField.PARENT_RUN_ID) or None,
+        )
+
+
+# -- steps -----------------------------------------------------------------
+
+STEP_RUNNING = "running"
+STEP_SUCCEEDED = "succeeded"
+STEP_FAILED = "failed"
+#: Shown for a step record that does not decode (never stored).
+STEP_UNREADABLE = "unreadable"
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One durable step of a run, from ``P:run:<id>:steps``."""
+
+    name: str
+    status: str
+    seq: int
+    output: Any
+    error: dict[str, Any] | None
+    started_at: float | None
+    finished_at: float | None
+
+    @classmethod
+    def from_json(cls, name: str, raw: str) -> Step:
+        """Parse a step record; one that does not decode is a step with status ``unreadable``."""
+        what = f"step {name!r}"
+        record = decoded(raw, what)
+        if not isinstance(record, dict):
+            reason = record.reason if isinstance(record, Unreadable) else "not a JSON object"
+            return cls(name=name, status=STEP_UNREADABLE, seq=0, output=Unreadable(raw, reason), error=None, started_at=None, finished_at=None)
+        output_json = record.get("outputJson")
+        error_json = record.get("errorJson")
+        error = None if error_json is None else decoded(error_json, f"{what} error")
+        return cls(
+            name=name,
+            status=str(record.get("status", "")),
+            seq=step_seq(record) or 0,
+            output=None if output_json is None else decoded(output_json, f"{what} output"),
+            error=unreadable_error(error) if isinstance(error, Unreadable) else error if isinstance(error, dict) or error is None else {"message": str(error)},
+            started_at=ms_to_s(record.get("startedAt")),
+            finished_at=ms_to_s(record.get("finishedAt")),
+        )
+
+
+def unreadable_error(value: Unreadable) -> dict[str, Any]:
+    """A stored error that does not decode, as an error record that says so."""
+    return {"name": "Unreadable", "message": f"the stored error does not decode: {value.reason}", "raw": value.raw}
+
+
+def step_seq(record: Any) -> int | None:
+    """The ``seq`` of a decoded step record, if it has a sane one."""
+    seq = record.get("seq") if isinstance(record, dict) else None
+    return seq if isinstance(seq, int) and not isinstance(seq, bool) and seq > 0 else None
+
+
+def step_running_json(seq: int, started_at: int) -> str:
+    return codec.dumps({"status": STEP_RUNNING, "seq": seq, "startedAt": started_at})
+
+
+def step_succeeded_json(seq: int, started_at: int, finished_at: int, output_json: str) -> str:
+    return codec.dumps(
+        {"status": STEP_SUCCEEDED, "seq": seq, "startedAt": started_at, "finishedAt": finished_at, "outputJson": output_json}
+    )
+
+
+def step_failed_json(seq: int, started_at: int, finished_at: int, error_json: str) -> str:
+    return codec.dumps(
+        {"status": STEP_FAILED, "seq": seq, "startedAt": started_at, "finishedAt": finished_at, "errorJson": error_json}
+    )
+
+
+# -- trigger definitions ---------------------------------------------------
+
+
+def cron_def_json(cron_id: str, workflow: str, queue: str, expression: str, timezone: str | None, input_json: str) -> str:
+    return codec.dumps(
+        {"id": cron_id, "workflow": workflow, "queue": queue, "expression": expression, "timezone": timezone, "inputJson": input_json}
+    )
+
+
+def event_def_json(event_id: str, event: str, workflow: str, queue: str) -> str:
+    return codec.dumps({"id": event_id, "event": event, "workflow": workflow, "queue": queue})
+
+
+def _definition(raw: str, what: str, required: tuple[str, ...]) -> dict[str, Any]:
+    """A stored trigger definition: a JSON object with ``required`` string fields."""
+    record = codec.loads(raw, what=what)
+    if not isinstance(record, dict):
+        raise CorruptDataError(f"{what} is not a JSON object: {raw[:80]!r}")
+    missing = [name for name in required if not isinstance(record.get(name), str) or not record[name]]
+    if missing:
+        raise CorruptDataError(f"{what} lacks {', '.join(missing)}: {raw[:80]!r}")
+    return record
+
+
+@dataclass(frozen=True, slots=True)
+class CronDef:
+    """A stored cron definition (``P:cron:def`` value)."""
+
+    id: str
+    workflow: str
+    queue: str
+    expression: str
+    timezone: str | None
+    input_json: str
+
+    @classmethod
+    def from_json(cls, raw: str) -> CronDef:
+        record = _definition(raw, "cron definition", ("id", "workflow", "expression"))
+        return cls(
+            id=record["id"],
+            workflow=record["workflow"],
+            queue=str(record.get("queue") or "default"),
+            expression=record["expression"],
+            timezone=record.get("timezone") or None,
+            input_json=str(record.get("inputJson") or "null"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class EventDef:
+    """A stored event subscription (``P:event:def`` value)."""
+
+    id: str
+    event: str
+    workflow: str
+    queue: str
+
+    @classmethod
+    def from_json(cls, raw: str) -> EventDef:
+        record = _definition(raw, "event definition", ("id", "event", "workflow"))
+        return cls(id=record["id"], event=record["event"], workflow=record["workflow"], queue=str(record.get("queue") or "default"))

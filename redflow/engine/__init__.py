@@ -1,0 +1,1 @@
+"""The gevent worker: claim, lease, run, settle."""

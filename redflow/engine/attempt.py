@@ -1,0 +1,373 @@
+"""One claimed run, from lease to finalize.
+
+``Attempt.execute`` is the seed's ``processRun``: start (lease, load,
+queued -> running, attempt + 1, step cache: one script), run the handler in
+its own greenlet, decide one small outcome, and settle it (finalize or
+schedule a retry, leave processing, release the lease: one script).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Union
+
+import gevent
+from redis.exceptions import RedisError
+
+from redflow.core import codec
+from redflow.engine.context import CancelSignal, OnFailureContext, RunInfo, RunInterrupt, WorkflowContext
+from redflow.engine.observers import AttemptReport, Observers
+from redflow.core.errors import (
+    CanceledError,
+    OutputSerializationError,
+    RedflowError,
+    SerializationError,
+    UnknownWorkflowError,
+)
+from redflow.core.keys import new_id
+from redflow.core.models import RunField, int_field, max_attempts_of
+from redflow.core.retry import compute_retry_delay_ms, is_retryable
+from redflow.engine.step import RunningStep, StepApi, load_step_cache
+
+if TYPE_CHECKING:
+    from redflow.client import RedflowClient
+    from redflow.store.slot_connection import ClusterSlotConnection, SlotConnection
+    from redflow.core.keys import Keys
+    from redflow.engine.lease import LeaseKeeper
+    from redflow.registry import Registry, Workflow
+    from redflow.store.scripts import Scripts
+
+log = logging.getLogger("redflow.attempt")
+
+#: What a reply byte that is not UTF-8 decodes to.
+_NOT_AN_ID = "\ufffd"
+
+CANCELED = "canceled"
+LEASE_LOST = "lease_lost"
+REDIS_LOST = "redis_unavailable"
+WORKER_STOPPED = "worker_stopped"
+#: Interrupts after which the attempt is left to another worker, not finalized.
+_ABANDONING = (LEASE_LOST, REDIS_LOST, WORKER_STOPPED)
+
+
+# -- outcomes: what one attempt ended in -----------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Succeeded:
+    kind: ClassVar[str] = "succeeded"
+    output_json: str
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    kind: ClassVar[str] = "failed"
+    error: BaseException
+
+
+@dataclass(frozen=True, slots=True)
+class Retrying:
+    kind: ClassVar[str] = "retried"
+    error: BaseException
+    retry_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class Canceled:
+    kind: ClassVar[str] = "canceled"
+    error: BaseException
+
+
+@dataclass(frozen=True, slots=True)
+class Abandoned:
+    """Left for another worker: the lease was lost or the worker is stopping."""
+
+    kind: ClassVar[str] = "abandoned"
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """Nothing to run: another worker holds it, or it is gone / finished / scheduled."""
+
+    kind: ClassVar[str] = "skipped"
+    reason: str
+
+
+Outcome = Union[Succeeded, Failed, Retrying, Canceled, Abandoned, Skipped]
+
+
+@dataclass
+class Runtime:
+    """What every attempt of one worker shares."""
+
+    client: RedflowClient
+    scripts: Scripts
+    keys: Keys
+    registry: Registry
+    queues: frozenset[str]
+    lease_ms: int
+    keeper: LeaseKeeper
+    spawn_attempt: Callable[[Attempt], gevent.Greenlet]
+    wake_promoter: Callable[[int], None]
+    observe: Callable[[Attempt, Outcome], None] = field(default=lambda attempt, outcome: None)
+    observers: Observers = field(default_factory=Observers)
+
+
+def _pairs(flat: list[Any]) -> dict[str, str]:
+    return dict(zip(flat[::2], flat[1::2]))
+
+
+class Attempt:
+    """One execution attempt of one run, on one slot's connection."""
+
+    def __init__(self, rt: Runtime, conn: SlotConnection | ClusterSlotConnection, queue: str, run_id: str, claimed_at: float | None = None) -> None:
+        self.rt = rt
+        self.claimed_at = claimed_at if claimed_at is not None else time.time()
+        self.started_at = 0.0
+        self.created_at_ms: int | None = None
+        self.conn = conn
+        self.queue = queue
+        self.run_id = run_id
+        self.client = rt.client
+        self.token = new_id("lease")
+        self.info = RunInfo(run_id, "", queue, 0, 1)
+        self.signal = CancelSignal()
+        self.interrupted: str | None = None
+        self.running_steps: dict[str, RunningStep] = {}
+        self._greenlet: Any = None
+        self._in_handler = False
+        self._throw_pending = False
+        # maintained by the lease keeper
+        self.tracked_at_ms = 0.0
+        self.renewed_at_ms = 0.0
+        self.renew_failures = 0
+
+    def __repr__(self) -> str:
+        return f"Attempt({self.run_id}, {self.info.workflow!r}, attempt={self.info.attempt})"
+
+    def now_ms(self) -> int:
+        """Redis's clock (see :mod:`redflow.store.server_clock`): step and run times are stored in it."""
+        return self.client.now_ms()
+
+    def log_extra(self) -> dict[str, Any]:
+        """The structured fields of every log record about this attempt."""
+        return {"run_id": self.run_id, "workflow": self.info.workflow, "attempt": self.info.attempt}
+
+    # -- the flow -----------------------------------------------------------
+    def execute(self) -> Outcome:
+        rt = self.rt
+        if _NOT_AN_ID in self.run_id:  # bytes that are not UTF-8: not a run, and not removable by name
+            return self._finish(self._purge_invalid())
+        reply = rt.scripts.start_run(
+            run_id=self.run_id, queue=self.queue, token=self.token, lease_ms=rt.lease_ms, now=self.now_ms(), conn=self.conn
+        )
+        kind = reply[0]
+        if len(reply) > 2:  # skip / cancel name the workflow, for reports and metrics
+            self.info = RunInfo(self.run_id, reply[2], self.queue, 0, 1)
+        if kind in ("busy", "missing", "skip"):
+            return self._finish(Skipped(kind if kind != "skip" else f"status {reply[1]}"))
+        if kind == "cancel":
+            return self._finish(self.settle(Canceled(CanceledError())))
+        self.started_at = time.time()
+        fields, raw_steps = _pairs(reply[1]), _pairs(reply[2])
+        prepared = self._prepare(fields)
+        if not isinstance(prepared, tuple):
+            return self._finish(self.settle(prepared))
+        workflow, input_value = prepared
+        if rt.observers.active:
+            rt.observers.on_start(self.run_id, self.info.workflow, self.queue, self.info.attempt)
+        cache, max_seq = load_step_cache(raw_steps)
+        rt.keeper.track(self)
+        try:
+            outcome = self._run_handler(workflow, input_value, StepApi(self, cache, max_seq))
+        finally:
+            rt.keeper.untrack(self)
+        return self._finish(self.settle(outcome))
+
+    def _purge_invalid(self) -> Outcome:
+        removed = self.rt.scripts.purge_invalid_entries(queue=self.queue, conn=self.conn)
+        log.warning("queue %r: dropped %d entry(ies) that are not run ids: %r", self.queue, len(removed), removed[:5])
+        return Skipped("not a run id")
+
+    def _finish(self, outcome: Outcome) -> Outcome:
+        rt = self.rt
+        rt.observe(self, outcome)
+        if rt.observers.active:
+            info = self.info
+            rt.observers.on_attempt(
+                AttemptReport(
+                    run_id=self.run_id,
+                    workflow=info.workflow,
+                    queue=self.queue,
+                    attempt=info.attempt,
+                    outcome=outcome.kind,
+                    claimed_at=self.claimed_at,
+                    started_at=self.started_at or self.claimed_at,
+                    finished_at=time.time(),
+                    created_at_ms=self.created_at_ms,
+                )
+            )
+        return outcome
+
+    def _prepare(self, fields: dict[str, str]) -> tuple[Workflow, Any] | Outcome:
+        """Who runs and with what input; a Failed outcome when that cannot be known."""
+        what = f"run {self.run_id}"
+        name = fields.get(RunField.WORKFLOW, "")
+        try:
+            self.created_at_ms = int_field(fields, RunField.CREATED_AT, what=what)
+            attempt = max(1, int_field(fields, RunField.ATTEMPT, what=what, default=1) or 1)
+            self.info = RunInfo(self.run_id, name, self.queue, attempt, max_attempts_of(fields, what=what))
+        except RedflowError as exc:
+            return Failed(exc)
+        workflow = self.rt.registry.get(name) if name else None
+        if workflow is None:
+            return Failed(UnknownWorkflowError(name))
+        try:
+            raw = fields.get(RunField.INPUT_JSON)
+            input_value = workflow.validate(codec.loads(raw if raw not in (None, "") else "null", what=f"{what} inputJson"))
+        except Exception as exc:  # corrupt JSON or a schema's rejection: deterministic, so no retry
+            self._on_failure(workflow, exc, None)
+            return Failed(exc)
+        return workflow, input_value
+
+    def _run_handler(self, workflow: Workflow, input_value: Any, steps: StepApi) -> Outcome:
+        """The handler runs in this (the slot's) greenlet: no greenlet per run.
+        An interrupt is thrown into it only while it is inside the handler."""
+        ctx = WorkflowContext(input=input_value, run=self.info, step=steps, signal=self.signal, client=self.client)
+        self._greenlet = gevent.getcurrent()
+        self._in_handler = True
+        try:
+            self.raise_if_interrupted()
+            result: tuple[str, Any] = ("ok", workflow.handler(ctx))
+        except RunInterrupt as exc:
+            result = ("interrupted", exc.reason)
+        except BaseException as exc:  # noqa: BLE001 - a handler's failure (even SystemExit), decided below
+            result = ("error", exc)
+        finally:
+            self._in_handler = False
+        return self._decide(workflow, input_value, result)
+
+    def _decide(self, workflow: Workflow, input_value: Any, result: tuple[str, Any]) -> Outcome:
+        kind, value = result
+        if self.interrupted in _ABANDONING:
+            return Abandoned(self.interrupted)
+        if self.interrupted == CANCELED or (kind == "error" and isinstance(value, CanceledError)):
+            return Canceled(value if isinstance(value, CanceledError) else CanceledError())
+        if kind == "error":
+            if is_retryable(value) and self.info.attempt < self.info.max_attempts:
+                return Retrying(value, self.now_ms() + compute_retry_delay_ms(self.info.attempt))
+            self._on_failure(workflow, value, input_value)
+            return Failed(value)
+        try:
+            return Succeeded(codec.dumps(value))
+        except SerializationError as exc:
+            error = OutputSerializationError(f"Workflow output is not JSON-serializable: {exc}")
+            self._on_failure(workflow, error, input_value)
+            return Failed(error)
+
+    def _on_failure(self, workflow: Workflow, error: BaseException, input_value: Any) -> None:
+        if workflow.on_failure is None:
+            return
+        try:
+            workflow.on_failure(OnFailureContext(error=error, input=input_value, run=self.info))
+        except Exception:  # on_failure must never break finalization (as in the seed)
+            log.exception("on_failure of %s raised; ignored", workflow.name, extra=self.log_extra())
+
+    # -- settling ------------------------------------------------------------
+    def settle(self, outcome: Outcome) -> Outcome:
+        """Write the outcome: one script call (or a best-effort unlock when abandoned)."""
+        scripts, now = self.rt.scripts, self.now_ms()
+        match outcome:
+            case Succeeded(output_json):
+                args = {"status": "succeeded", "output_json": output_json}
+            case Failed(error):
+                args = {"status": "failed", "error_json": codec.dumps_error(error)}
+            case Canceled(error):
+                args = {"status": "canceled", "error_json": codec.dumps_error(error)}
+            case Retrying(error, retry_at):
+                args = {"status": "scheduled", "error_json": codec.dumps_error(error), "retry_at": retry_at}
+            case Abandoned():
+                self._release_lease()
+                return outcome
+            case _:
+                return outcome
+        final = scripts.settle_run(
+            run_id=self.run_id, queue=self.queue, now=now, token=self.token, lease_ms=self.rt.lease_ms, conn=self.conn, **args
+        )
+        if final == "stale":
+            self.rt.keeper.report_lost(self, "its settle was refused: another worker owns the run now; not finalizing")
+            return Abandoned(LEASE_LOST)
+        if final == "scheduled":
+            self.rt.wake_promoter(args["retry_at"])
+        elif final == "canceled" and not isinstance(outcome, Canceled):
+            return Canceled(CanceledError())
+        return outcome
+
+    def _release_lease(self) -> None:
+        try:
+            self.rt.scripts.unlock(lease_key=self.rt.keys.run_lease(self.run_id, self.queue), token=self.token, conn=self.conn)
+        except Exception as exc:  # the lease expires by itself; unlocking only speeds recovery up
+            log.info("run %s: could not release its lease (%s)", self.run_id, exc)
+
+    # -- interruption --------------------------------------------------------
+    def interrupt(self, reason: str) -> None:
+        """Stop the handler (canceled, lease lost, worker stopping): set the
+        signal and throw an interrupt into the greenlet running the handler."""
+        if self.interrupted is None:
+            self.interrupted = reason
+            self.signal.set(reason)
+        if self._in_handler and not self._throw_pending and self._greenlet is not gevent.getcurrent():
+            self._throw_pending = True
+            gevent.get_hub().loop.run_callback(self._throw)
+
+    def _throw(self) -> None:
+        # Runs in the hub, so the handler's greenlet is suspended: if it is
+        # still inside the handler, the interrupt lands there, as a
+        # gevent.Timeout would; if it has moved on (settling), nothing happens.
+        self._throw_pending = False
+        glet = self._greenlet
+        if self._in_handler and glet is not None and not glet.dead:
+            glet.throw(RunInterrupt(self.interrupted or CANCELED))
+
+    def raise_if_interrupted(self) -> None:
+        if self.interrupted is not None:
+            raise RunInterrupt(self.interrupted)
+
+    def save_step(self, name: str, step_json: str) -> None:
+        """Record a step, fenced by the lease; a pending cancel stops the run here.
+        Redis failing here is the engine's trouble, not the handler's: the
+        attempt is abandoned (recovered later), not failed."""
+        try:
+            state, cancel_at = self.rt.scripts.save_step(
+                run_id=self.run_id, queue=self.queue, token=self.token, name=name, step_json=step_json,
+                lease_ms=self.rt.lease_ms, conn=self.conn,
+            )  # fmt: skip
+        except RedisError as exc:
+            log.warning("run %s: could not record step %r (%s); leaving the run to be recovered", self.run_id, name, exc,
+                        extra=self.log_extra())  # fmt: skip
+            self.interrupt(REDIS_LOST)
+            raise RunInterrupt(REDIS_LOST) from exc
+        if state == "stale":
+            self.rt.keeper.report_lost(self, f"its record of step {name!r} was refused")
+        elif cancel_at:
+            self.interrupt(CANCELED)
+        self.raise_if_interrupted()
+
+    def step_observed(self, name: str, status: str, duration_s: float) -> None:
+        observers = self.rt.observers
+        if observers.active:
+            observers.on_step(self.info.workflow, name, status, duration_s)
+
+    # -- child runs ------------------------------------------------------------
+    def run_child_inline(self, queue: str, child_id: str) -> bool:
+        """Run a still-queued child here when this worker serves its queue (the
+        seed's inline assist). The child runs in its own greenlet, so that an
+        interrupt of this run does not cut the child's attempt short."""
+        rt = self.rt
+        if queue not in rt.queues or not rt.scripts.claim_queued_run_for_inline(run_id=child_id, queue=queue, conn=self.conn):
+            return False
+        rt.spawn_attempt(Attempt(rt, self.conn, queue, child_id)).join()
+        return True

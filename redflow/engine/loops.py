@@ -1,0 +1,250 @@
+"""The worker's background loops: promoter, reaper and cron scheduler.
+
+All three run on :class:`Loop`, which logs every failure, backs off
+exponentially while Redis is unreachable (so a worker never spins when it
+is down) and never dies silently.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import TYPE_CHECKING, Callable
+
+import gevent
+from gevent.event import Event
+from redis.exceptions import NoScriptError, RedisError
+
+from redflow.core import codec
+
+from redflow import cron
+from redflow.core.errors import CorruptDataError, RedflowError
+from redflow.engine.observers import Observers
+from redflow.core.keys import cron_fire_idempotency_key
+from redflow.core.models import CronDef
+
+if TYPE_CHECKING:
+    import redis
+
+    from redflow.client import RedflowClient
+
+log = logging.getLogger("redflow.loops")
+
+BACKOFF_MIN_S = 0.1
+BACKOFF_MAX_S = 5.0
+PROMOTE_BATCH = 100
+PROMOTER_IDLE_S = 0.25
+PROMOTER_MAX_SLEEP_S = 1.0
+CRON_LOCK_MS = 2000
+CRON_MAX_SLEEP_S = 0.5
+CRON_BATCH = 20
+
+
+class Loop:
+    """Runs ``step`` until stopped; ``step`` returns the seconds to sleep next.
+
+    ``wake()`` cuts the current sleep short."""
+
+    def __init__(self, name: str, step: Callable[[], float], stop: Event, *, on_noscript: Callable[[], None] | None = None) -> None:
+        self.name = name
+        self._step = step
+        self._stop = stop
+        self._on_noscript = on_noscript
+        self._wake = Event()
+        self.failures = 0
+        self.greenlet: gevent.Greenlet | None = None
+
+    def start(self) -> Loop:
+        self.greenlet = gevent.spawn(self._run)
+        self.greenlet.name = f"redflow-{self.name}"
+        return self
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def _run(self) -> None:
+        backoff = BACKOFF_MIN_S
+        while not self._stop.is_set():
+            try:
+                delay = self._step()
+                backoff = BACKOFF_MIN_S
+                self.failures = 0
+            except NoScriptError:
+                # A cluster pipeline, or a promoted replica with an empty script cache.
+                log.info("%s: scripts not loaded on the server; loading them", self.name)
+                delay = 0.0
+                if self._on_noscript is not None:
+                    try:
+                        self._on_noscript()
+                    except RedisError as exc:
+                        log.warning("%s: loading scripts failed (%s)", self.name, exc)
+                        delay = backoff
+            except RedisError as exc:
+                self.failures += 1
+                log.warning("%s: Redis error (%s); retrying in %.1fs", self.name, exc, backoff)
+                delay, backoff = backoff, min(backoff * 2, BACKOFF_MAX_S)
+            except Exception:
+                self.failures += 1
+                log.exception("%s failed; retrying in %.1fs", self.name, backoff)
+                delay, backoff = backoff, min(backoff * 2, BACKOFF_MAX_S)
+            if delay > 0 and not self._stop.is_set():
+                self._wake.wait(delay)
+            self._wake.clear()
+
+
+class Promoter:
+    """Due scheduled runs (delays, retries) -> queued, pushed to ready.
+
+    Each due run moves in one atomic script, so a crash mid-batch loses
+    nothing (the seed popped a batch first). Sleeps until the next due time,
+    at most 1 s; a local retry wakes it early."""
+
+    def __init__(self, client: RedflowClient, queues: list[str]) -> None:
+        self.client = client
+        self.queues = queues
+        self.next_wake_ms = 0
+        self.loop: Loop | None = None
+
+    def wake_for(self, due_ms: int) -> None:
+        if self.loop is not None and (self.next_wake_ms == 0 or due_ms < self.next_wake_ms):
+            self.loop.wake()
+
+    def step(self) -> float:
+        keys, redis = self.client.keys, self.client.redis
+        now = self.client.now_ms()
+        pipe = redis.pipeline(transaction=False)
+        for queue in self.queues:
+            pipe.zrangebyscore(keys.queue_scheduled(queue), "-inf", now, start=0, num=PROMOTE_BATCH)
+            pipe.zrange(keys.queue_scheduled(queue), 0, 0, withscores=True)
+        replies = pipe.execute()
+        promote = self.client.scripts.batch()
+        full_batch = False
+        next_due: float | None = None
+        for index, queue in enumerate(self.queues):
+            due, head = replies[2 * index], replies[2 * index + 1]
+            full_batch = full_batch or len(due) >= PROMOTE_BATCH
+            for run_id in due:
+                self.client.scripts.promote_run(run_id=run_id, queue=queue, now=now, conn=promote)
+            if head and head[0][1] > now:
+                next_due = head[0][1] if next_due is None else min(next_due, head[0][1])
+        if len(promote):
+            promote.execute()
+        if full_batch:
+            return 0.0
+        if next_due is None:
+            self.next_wake_ms = now + int(PROMOTER_IDLE_S * 1000)
+            return PROMOTER_IDLE_S
+        sleep_s = min(PROMOTER_MAX_SLEEP_S, max(0.01, (next_due - self.client.now_ms()) / 1000.0))
+        self.next_wake_ms = now + int(sleep_s * 1000)
+        return sleep_s
+
+
+class Reaper:
+    """Runs in processing lists whose lease is gone go back to ready.
+
+    A claimed run sits in processing for a moment before its lease is set,
+    so only entries already there at the previous scan are checked: most
+    runs come and go between two scans and cost the reaper nothing."""
+
+    def __init__(self, client: RedflowClient, queues: list[str], interval_ms: int, observers: Observers | None = None) -> None:
+        self.client = client
+        self.queues = queues
+        self.interval_s = interval_ms / 1000.0
+        self._observers = observers or Observers()
+        self._seen: set[tuple[str, str]] = set()
+        self.recovered = 0
+
+    def step(self) -> float:
+        keys, redis = self.client.keys, self.client.redis
+        pipe = redis.pipeline(transaction=False)
+        for queue in self.queues:
+            pipe.lrange(keys.queue_processing(queue), 0, -1)
+        entries = {(queue, run_id) for queue, ids in zip(self.queues, pipe.execute()) for run_id in ids}
+        for queue in {queue for queue, run_id in entries if "\ufffd" in run_id}:
+            removed = self.client.scripts.purge_invalid_entries(queue=queue)
+            log.warning("reaper: dropped %d processing entry(ies) of %r that are not run ids: %r", len(removed), queue, removed[:5])
+        entries = {entry for entry in entries if "\ufffd" not in entry[1]}
+        lingering = sorted(entries & self._seen)
+        self._seen = entries
+        if not lingering:
+            return self.interval_s
+        check = redis.pipeline(transaction=False)
+        for queue, run_id in lingering:
+            check.exists(keys.run_lease(run_id, queue))
+        orphans = [entry for entry, leased in zip(lingering, check.execute()) if not leased]
+        if orphans:
+            self._requeue(orphans)
+        return self.interval_s
+
+    def _requeue(self, orphans: list[tuple[str, str]]) -> None:
+        requeue = self.client.scripts.batch()
+        for queue, run_id in orphans:
+            self.client.scripts.reap_run(run_id=run_id, queue=queue, conn=requeue)
+        per_queue: dict[str, int] = {}
+        for (queue, _), moved in zip(orphans, requeue.execute()):
+            if moved:
+                per_queue[queue] = per_queue.get(queue, 0) + 1
+        for queue, count in per_queue.items():
+            self.recovered += count
+            self._observers.on_recovered(queue, count)
+            log.info("reaper: %d run(s) of dead workers returned to ready in %r", count, queue)
+
+
+class CronScheduler:
+    """Fires cron triggers; one leader among all workers, by a renewed lock.
+
+    Each fire starts a run with an idempotency key made of the cron id and
+    its fire time, so a change of leader mid-fire cannot start it twice.
+    The next time is computed from now: a worker that was down does not
+    fire a burst of missed runs when it comes back."""
+
+    def __init__(self, client: RedflowClient) -> None:
+        self.client = client
+        self.token = f"cronlock_{uuid.uuid4()}"
+        self.is_leader = False
+
+    def step(self) -> float:
+        keys, redis = self.client.keys, self.client.redis
+        if self.is_leader:
+            self.is_leader = bool(self.client.scripts.renew_lease(lease_key=keys.lock_cron(), token=self.token, lease_ms=CRON_LOCK_MS))
+        else:
+            self.is_leader = bool(redis.set(keys.lock_cron(), self.token, nx=True, px=CRON_LOCK_MS))
+        if not self.is_leader:
+            return 0.25
+        now = self.client.now_ms()
+        for cron_id, fire_ms in redis.zrangebyscore(keys.cron_next(), "-inf", now, start=0, num=CRON_BATCH, withscores=True):
+            self._fire(redis, cron_id, int(fire_ms), now)
+        head = redis.zrange(keys.cron_next(), 0, 0, withscores=True)
+        if not head:
+            return CRON_MAX_SLEEP_S
+        return min(CRON_MAX_SLEEP_S, max(0.01, (head[0][1] - self.client.now_ms()) / 1000.0))
+
+    def _fire(self, redis: redis.Redis, cron_id: str, fire_ms: int, now: int) -> None:
+        keys = self.client.keys
+        raw = redis.hget(keys.cron_def(), cron_id)
+        try:
+            if raw is None:
+                raise CorruptDataError("no definition")
+            definition = CronDef.from_json(raw)
+            next_at = cron.next_fire_ms(definition.expression, definition.timezone, now)
+            run_input = codec.loads(definition.input_json, what=f"cron {cron_id} inputJson")
+        except RedflowError as exc:
+            log.error("cron %s dropped: its definition is unusable (%s)", cron_id, exc)
+            redis.zrem(keys.cron_next(), cron_id)
+            return
+        try:
+            self.client.run(
+                definition.workflow, run_input, queue=definition.queue, idempotency_key=cron_fire_idempotency_key(cron_id, fire_ms)
+            )
+        except RedflowError as exc:  # e.g. a workflow no worker has synced yet: keep the schedule
+            log.error("cron %s could not start %r: %s", cron_id, definition.workflow, exc)
+        redis.zadd(keys.cron_next(), {cron_id: next_at}, xx=True)
+
+    def resign(self) -> None:
+        """Give up leadership at once (worker stopping) so another worker takes over."""
+        if self.is_leader:
+            self.is_leader = False
+            try:
+                self.client.scripts.unlock(lease_key=self.client.keys.lock_cron(), token=self.token)
+            except RedisError as exc:  # the lock expires in 2 s anyway
+                log.info("cron: could not release the leader lock (%s)", exc)

@@ -1,0 +1,229 @@
+"""Durable steps: ``ctx.step.run``, ``run_workflow``, ``emit_event``, ``schedule_event``.
+
+A step's outcome is stored in the run's steps hash; when a retried run
+reaches a step that already succeeded, the stored output is returned and the
+function is not called again. The step cache comes with the run when the
+attempt starts, so a replayed step costs no Redis round trip and a new one
+costs one (its final record, which also reports a pending cancel).
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+import gevent
+from gevent import GreenletExit
+
+from redflow.core import codec
+from redflow.core.errors import (
+    CorruptDataError,
+    OutputSerializationError,
+    RedflowError,
+    SerializationError,
+    TimeoutError,
+)
+from redflow.engine.context import RunInterrupt
+from redflow.core.keys import step_event_idempotency_key, step_workflow_idempotency_key
+from redflow.core.models import STEP_SUCCEEDED, step_failed_json, step_seq, step_succeeded_json
+
+if TYPE_CHECKING:
+    from redflow.engine.attempt import Attempt
+    from redflow.handle import RunState
+    from redflow.registry import Workflow
+
+DEFAULT_RESULT_TIMEOUT_S = 30.0
+
+
+class _StepTimeout(BaseException):
+    """Thrown into a step by its gevent timer; private so user code cannot catch it as Exception."""
+
+
+@dataclass(slots=True)
+class RunningStep:
+    """A step in progress, for the lease keeper's ``running`` marker."""
+
+    name: str
+    seq: int
+    started_at: int
+    marked: bool = False
+
+
+class _Corrupt:
+    """Stands for a cached step record that is not valid JSON."""
+
+    def __init__(self, raw: str) -> None:
+        self.raw = raw
+
+
+def load_step_cache(raw_steps: Mapping[str, str]) -> tuple[dict[str, Any], int]:
+    """Decode the steps hash: records by name, and the highest seq seen."""
+    cache: dict[str, Any] = {}
+    max_seq = 0
+    for name, raw in raw_steps.items():
+        record = codec.try_loads(raw)
+        if not isinstance(record, dict):
+            cache[name] = _Corrupt(raw)
+            continue
+        cache[name] = record
+        max_seq = max(max_seq, step_seq(record) or 0)
+    return cache, max_seq
+
+
+@lru_cache(maxsize=4096)
+def _code_wants_signal(code: Any, is_method: bool) -> bool:
+    positional = code.co_argcount - (1 if is_method else 0)
+    return positional >= 1 or bool(code.co_flags & inspect.CO_VARARGS)
+
+
+def _wants_signal(fn: Callable[..., Any]) -> bool:
+    """Step functions take no argument or one (the run's cancel signal)."""
+    func = getattr(fn, "__func__", fn)
+    code = getattr(func, "__code__", None)
+    if code is not None and not getattr(func, "__defaults__", None):
+        return _code_wants_signal(code, func is not fn)
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    required = [p for p in params if p.kind in kinds and p.default is inspect.Parameter.empty]
+    return bool(required) or any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params)
+
+
+class StepApi:
+    """``ctx.step``: durable steps of one attempt."""
+
+    def __init__(self, attempt: Attempt, cache: dict[str, Any], max_seq: int) -> None:
+        self._attempt = attempt
+        self._cache = cache
+        self._max_seq = max_seq
+        self._used: set[str] = set()
+
+    # -- the core: one durable step ----------------------------------------
+    def run(self, name: str, fn: Callable[..., Any], *, timeout: float | None = None) -> Any:
+        """Run ``fn`` once per run: its JSON output is stored, and returned
+        from the store on a retried run. ``timeout`` in seconds."""
+        attempt = self._attempt
+        attempt.raise_if_interrupted()
+        if not isinstance(name, str) or not name:
+            raise RedflowError("a step needs a non-empty name")
+        if name in self._used:
+            raise RedflowError(
+                f"Duplicate step name {name!r} in workflow {attempt.info.workflow!r}. Step names must be unique within a run."
+            )
+        self._used.add(name)
+
+        record = self._cache.get(name)
+        if isinstance(record, _Corrupt):
+            raise CorruptDataError(f"step {name!r} of run {attempt.run_id}: stored record is not valid JSON: {record.raw[:80]!r}")
+        if record is not None and record.get("status") == STEP_SUCCEEDED:
+            output_json = record.get("outputJson")
+            return None if output_json is None else codec.loads(output_json, what=f"step {name!r} output")
+
+        seq = step_seq(record) if record is not None else None
+        if seq is None:
+            self._max_seq += 1
+            seq = self._max_seq
+        else:
+            self._max_seq = max(self._max_seq, seq)
+
+        running = RunningStep(name, seq, attempt.now_ms())
+        attempt.running_steps[name] = running
+        began = time.perf_counter()
+        try:
+            value = self._call(fn, name, timeout)
+            try:
+                output_json = codec.dumps(value)
+            except SerializationError as exc:
+                raise OutputSerializationError(f"Step output is not JSON-serializable: {name}: {exc}") from exc
+        except Exception as exc:
+            attempt.running_steps.pop(name, None)
+            attempt.save_step(name, step_failed_json(seq, running.started_at, attempt.now_ms(), codec.dumps_error(exc)))
+            attempt.step_observed(name, "failed", time.perf_counter() - began)
+            raise
+        except BaseException as exc:
+            attempt.running_steps.pop(name, None)
+            if not isinstance(exc, (RunInterrupt, GreenletExit)):  # e.g. KeyboardInterrupt, gevent.Timeout
+                attempt.save_step(name, step_failed_json(seq, running.started_at, attempt.now_ms(), codec.dumps_error(exc)))
+            raise  # the engine's interrupt (the attempt is being stopped) is not a step failure
+        attempt.running_steps.pop(name, None)
+        finished = attempt.now_ms()
+        attempt.save_step(name, step_succeeded_json(seq, running.started_at, finished, output_json))
+        self._cache[name] = {"status": STEP_SUCCEEDED, "seq": seq, "outputJson": output_json}
+        attempt.step_observed(name, "succeeded", time.perf_counter() - began)
+        return value
+
+    def _call(self, fn: Callable[..., Any], name: str, timeout: float | None) -> Any:
+        args = (self._attempt.signal,) if _wants_signal(fn) else ()
+        if not timeout or timeout <= 0:
+            return fn(*args)
+        marker = _StepTimeout()
+        timer = gevent.Timeout(timeout, marker)
+        timer.start()
+        try:
+            return fn(*args)
+        except _StepTimeout as exc:
+            if exc is not marker:
+                raise
+            raise TimeoutError(f"Step timed out: {name}") from None
+        finally:
+            timer.close()
+
+    # -- steps built on run() ----------------------------------------------
+    def run_workflow(
+        self,
+        name: str,
+        workflow: Workflow | str,
+        input: Any = None,
+        *,
+        timeout: float | None = None,
+        result_timeout: float = DEFAULT_RESULT_TIMEOUT_S,
+        idempotency_key: str | None = None,
+        **run_options: Any,
+    ) -> Any:
+        """Start a child workflow run (once per parent run) and return its output.
+
+        A child still queued on a queue this worker serves is run inline by
+        this greenlet, so a worker with one slot cannot deadlock on its own
+        child. A failed child raises ``RunFailedError``, a canceled one
+        ``CanceledError``."""
+        attempt = self._attempt
+        child_name = workflow if isinstance(workflow, str) else workflow.name
+        key = idempotency_key or step_workflow_idempotency_key(attempt.run_id, name, child_name)
+
+        def start_and_wait() -> Any:
+            handle = attempt.client.run(workflow, input, idempotency_key=key, parent_run_id=attempt.run_id, **run_options)
+            return attempt.client.wait_for(handle.id, timeout=result_timeout, assist=self._assist_child).outcome()
+
+        return self.run(name, start_and_wait, timeout=timeout)
+
+    def _assist_child(self, state: RunState) -> bool:
+        if state.status != "queued":
+            return False
+        return self._attempt.run_child_inline(state.queue, state.run_id)
+
+    def emit_event(
+        self, name: str, event: str, payload: Any = None, *, idempotency_key: str | None = None, timeout: float | None = None
+    ) -> list[str]:
+        """Emit ``event`` once per run; returns the ids of the runs it started."""
+        key = idempotency_key or step_event_idempotency_key(self._attempt.run_id, name, event)
+        return self.run(name, lambda: self._attempt.client.emit_event(event, payload, idempotency_key=key), timeout=timeout)
+
+    def schedule_event(
+        self,
+        name: str,
+        event: str,
+        payload: Any = None,
+        *,
+        at: float,
+        idempotency_key: str | None = None,
+        timeout: float | None = None,
+    ) -> list[str]:
+        """Schedule ``event`` for unix time ``at``, once per run."""
+        key = idempotency_key or step_event_idempotency_key(self._attempt.run_id, name, event)
+        client = self._attempt.client
+        return self.run(name, lambda: client.schedule_event(event, payload, at=at, idempotency_key=key), timeout=timeout)

@@ -1,0 +1,364 @@
+"""The gevent worker: lifecycle, consumer slots and the claim.
+
+Each slot is a greenlet with its own Redis connection that loops: claim a
+run (a non-blocking LMOVE probe over all queues in round-robin order, then
+a BLMOVE on one rotating queue), execute one attempt, settle it. Beside the
+slots run the lease keeper, the promoter, the reaper and the cron scheduler.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+import gevent
+from gevent import monkey
+from gevent.event import Event
+from redis.exceptions import RedisError
+
+from redflow.engine.attempt import (
+    WORKER_STOPPED,
+    Abandoned,
+    Attempt,
+    Canceled,
+    Failed,
+    Outcome,
+    Retrying,
+    Runtime,
+    Skipped,
+)
+from redflow.client import RedflowClient, create_client, set_default_client
+from redflow.store.connection import create_redis, resolve_prefix
+from redflow.store.slot_connection import ClusterSlotConnection, SlotConnection, slot_connection
+from redflow.core.errors import RedflowError
+from redflow.engine.observers import Observers
+from redflow.engine.lease import LeaseKeeper
+from redflow.engine.loops import BACKOFF_MAX_S, CronScheduler, Loop, Promoter, Reaper
+from redflow.registry import Registry, get_default_registry
+from redflow.engine.sweeper import OrphanSweeper
+
+log = logging.getLogger("redflow.worker")
+
+SLOT_BACKOFF_MIN_S = 0.05
+WATCHDOG_INTERVAL_S = 1.0
+REGISTRY_CHECK_S = 10.0
+#: After the stop timeout, how long interrupted runs get to unwind and release their leases.
+STOP_GRACE_S = 3.0
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerOptions:
+    """Every tuning knob of a worker, in one place."""
+
+    queues: tuple[str, ...] = ()  # empty: the queues of the registry's workflows
+    concurrency: int = 1
+    lease_ms: int = 5000
+    blmove_timeout_s: float = 1.0
+    reaper_interval_ms: int = 500
+    cancel_poll_ms: int = 100
+    sweep_interval_s: float = 5.0
+    cron: bool = True
+
+    def __post_init__(self) -> None:
+        if self.concurrency < 1:
+            raise RedflowError("concurrency must be >= 1")
+        if self.lease_ms < 100:
+            raise RedflowError("lease_ms must be >= 100")
+        if self.blmove_timeout_s <= 0:
+            raise RedflowError("blmove_timeout must be > 0")
+
+
+class Worker:
+    """A running worker; see :func:`start_worker`."""
+
+    def __init__(
+        self,
+        *,
+        client: RedflowClient,
+        registry: Registry,
+        options: WorkerOptions,
+        owns_client: bool = False,
+        observers: Iterable[Any] = (),
+    ) -> None:
+        self.client = client
+        self.observers = Observers(observers)
+        self.registry = registry
+        self.options = options
+        self.queues = list(options.queues) or registry.queues()
+        self._owns_client = owns_client
+        self._stopping = Event()
+        self._loops_stop = Event()
+        self._stopped = Event()
+        self._drained = Event()
+        self._started = False
+        self._is_default_client = False
+        self._slots: list[gevent.Greenlet] = []
+        self._slot_conns: list[SlotConnection | ClusterSlotConnection] = []
+        self._cursors: list[int] = []
+        self._inflight: set[Attempt] = set()
+        self._loops: list[Loop] = []
+        self.stats: dict[str, int] = dict.fromkeys(("succeeded", "failed", "retried", "canceled", "abandoned", "skipped"), 0)
+        self.keeper = LeaseKeeper(
+            client.scripts, lease_ms=options.lease_ms, now_ms=client.now_ms, tick_ms=options.cancel_poll_ms, observers=self.observers
+        )
+        self.promoter = Promoter(client, self.queues)
+        self.reaper = Reaper(client, self.queues, options.reaper_interval_ms, observers=self.observers)
+        self.sweeper = OrphanSweeper(client, self.queues, interval_s=options.sweep_interval_s, observers=self.observers)
+        self.cron = CronScheduler(client)
+        self.runtime = Runtime(
+            client=client,
+            scripts=client.scripts,
+            keys=client.keys,
+            registry=registry,
+            queues=frozenset(self.queues),
+            lease_ms=options.lease_ms,
+            keeper=self.keeper,
+            spawn_attempt=lambda attempt: gevent.spawn(self._run_attempt, attempt),
+            wake_promoter=self.promoter.wake_for,
+            observe=self._observe,
+            observers=self.observers,
+        )
+
+    def __repr__(self) -> str:
+        return f"Worker(queues={self.queues}, concurrency={self.options.concurrency}, in_flight={self.in_flight})"
+
+    def __enter__(self) -> Worker:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._inflight)
+
+    @property
+    def running(self) -> bool:
+        return self._started and not self._stopped.is_set()
+
+    # -- lifecycle ------------------------------------------------------------
+    def start(self) -> Worker:
+        if self._started:
+            return self
+        self.client.sync_registry(self.registry)
+        self.client.scripts.load_all()  # once, instead of a NOSCRIPT per slot on a fresh Redis
+        if not self.queues:
+            log.warning("worker has no queues: its registry defines no workflows")
+        self._started = True
+        # Workflow.run() without a client, inside handlers, talks to this worker's Redis.
+        self._is_default_client = set_default_client(self.client, only_if_unset=True)
+        self.keeper.start()
+        reload = self.client.scripts.load_all
+        self.promoter.loop = Loop("promoter", self.promoter.step, self._loops_stop, on_noscript=reload).start()
+        self._loops = [
+            self.promoter.loop,
+            Loop("reaper", self.reaper.step, self._loops_stop, on_noscript=reload).start(),
+            Loop("sweeper", self.sweeper.step, self._loops_stop, on_noscript=reload).start(),
+            Loop("watchdog", self._watch_connections, self._loops_stop).start(),
+            Loop("registry", self._resync_if_lost, self._loops_stop).start(),
+        ]
+        if self.options.cron:
+            self._loops.append(Loop("cron", self.cron.step, self._loops_stop, on_noscript=reload).start())
+        for index in range(self.options.concurrency):
+            self._cursors.append(index % max(1, len(self.queues)))
+            conn = slot_connection(self.client.redis)  # opened by its first command
+            self._slot_conns.append(conn)
+            slot = gevent.spawn(self._slot, index, conn)
+            slot.name = f"redflow-slot-{index}"
+            self._slots.append(slot)
+        log.info("worker started: queues=%s concurrency=%d prefix=%s", self.queues, self.options.concurrency, self.client.prefix)
+        return self
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop claiming, wait up to ``timeout`` s for runs in flight, then leave
+        the rest unfinalized (their leases are released, so another worker
+        resumes them, replaying finished steps)."""
+        if not self._started or self._stopped.is_set():
+            return
+        self._stopping.set()
+        for conn in self._slot_conns:
+            conn.stop_blocking()  # a slot waiting in BLMOVE gets "nothing" at once and leaves
+        if self._inflight:
+            self._drained.clear()
+            self._drained.wait(timeout)
+        leftover = list(self._inflight)
+        if leftover:
+            log.warning("stop: %d run(s) still going after %.1fs; leaving them to another worker", len(leftover), timeout)
+            for attempt in leftover:
+                attempt.interrupt(WORKER_STOPPED)
+        gevent.joinall(self._slots, timeout=STOP_GRACE_S)
+        gevent.killall([s for s in self._slots if not s.dead], block=True, timeout=1)
+        self._loops_stop.set()
+        for loop in self._loops:
+            loop.wake()
+        gevent.joinall([loop.greenlet for loop in self._loops if loop.greenlet is not None], timeout=2)
+        self.cron.resign()
+        self.keeper.stop()
+        for conn in self._slot_conns:
+            conn.close()
+        if self._is_default_client:
+            set_default_client(None)
+        if self._owns_client:
+            self.client.close()
+        self._stopped.set()
+        log.info("worker stopped: %s", self.stats)
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Block until the worker has stopped; returns whether it has."""
+        return self._stopped.wait(timeout)
+
+    # -- slots ----------------------------------------------------------------
+    def _slot(self, index: int, conn: SlotConnection | ClusterSlotConnection) -> None:
+        backoff = SLOT_BACKOFF_MIN_S
+        while not self._stopping.is_set():
+            try:
+                claim = self._claim(conn, index)
+                if claim is not None:
+                    self._run_attempt(Attempt(self.runtime, conn, *claim))
+                backoff = SLOT_BACKOFF_MIN_S
+            except RedisError as exc:
+                log.warning("slot %d: Redis error (%s); retrying in %.2fs", index, exc, backoff)
+                self._stopping.wait(backoff)
+                backoff = min(backoff * 2, BACKOFF_MAX_S)
+            except Exception:  # defensive: one bad run must never stop the slot
+                log.exception("slot %d: unexpected error", index)
+                self._stopping.wait(backoff)
+                backoff = min(backoff * 2, BACKOFF_MAX_S)
+
+    def _claim(self, conn: SlotConnection | ClusterSlotConnection, index: int) -> tuple[str, str] | None:
+        """ready -> processing; ``(queue, run id)`` or ``None`` after the blocking timeout."""
+        queues = self.queues
+        if not queues:
+            self._stopping.wait(self.options.blmove_timeout_s)
+            return None
+        keys = self.client.keys
+        count = len(queues)
+        start = self._cursors[index]
+        if count > 1:  # probe every queue first, so busy queues don't wait behind empty ones
+            for offset in range(count):
+                queue = queues[(start + offset) % count]
+                run_id = conn.execute("LMOVE", keys.queue_ready(queue), keys.queue_processing(queue), "RIGHT", "LEFT")
+                if run_id:
+                    self._cursors[index] = (start + offset + 1) % count
+                    if self.observers.active:
+                        self.observers.on_claim(queue, 0.0)
+                    return queue, run_id
+                if self._stopping.is_set():
+                    return None
+        queue = queues[start % count]
+        self._cursors[index] = (start + 1) % count
+        began = time.monotonic()
+        timeout_s = self.options.blmove_timeout_s
+        run_id = conn.execute(
+            "BLMOVE", keys.queue_ready(queue), keys.queue_processing(queue), "RIGHT", "LEFT", timeout_s, block_s=timeout_s
+        )
+        if not run_id:
+            return None
+        if self.observers.active:
+            self.observers.on_claim(queue, time.monotonic() - began)
+        return queue, run_id
+
+    def _resync_if_lost(self) -> float:
+        """Sync the registry again when its metadata vanished from Redis (a
+        Redis restarted without persistence): clients find workflows by name
+        and the cron scheduler its triggers there."""
+        names = [wf.name for wf in self.registry.list()]
+        if names:
+            pipe = self.client.redis.pipeline(transaction=False)
+            for name in names:
+                pipe.exists(self.client.keys.workflow(name))
+            if not all(pipe.execute()):
+                log.warning("workflow metadata is gone from Redis (restarted without persistence?); syncing the registry again")
+                self.client.sync_registry(self.registry)
+        return REGISTRY_CHECK_S
+
+    def _watch_connections(self) -> float:
+        """Abort slot commands that wait past their deadline (a Redis that hangs)."""
+        now = time.monotonic()
+        for conn in self._slot_conns:
+            if conn.overdue(now):
+                log.warning("a slot's Redis command is overdue; dropping its connection")
+                conn.abort()
+        return WATCHDOG_INTERVAL_S
+
+    def _run_attempt(self, attempt: Attempt) -> Outcome:
+        self._inflight.add(attempt)
+        try:
+            return attempt.execute()
+        finally:
+            self._inflight.discard(attempt)
+            if not self._inflight:
+                self._drained.set()
+
+    def _observe(self, attempt: Attempt, outcome: Outcome) -> None:
+        self.stats[outcome.kind] += 1
+        extra = attempt.log_extra()
+        match outcome:
+            case Failed(error):
+                log.warning("run %s failed: %s: %s", attempt.run_id, type(error).__name__, error, extra=extra)
+            case Retrying(error, retry_at):
+                log.info("run %s attempt %d failed (%s); retry at %d", attempt.run_id, attempt.info.attempt, error, retry_at, extra=extra)
+            case Canceled():
+                log.info("run %s canceled", attempt.run_id, extra=extra)
+            case Abandoned(reason):
+                log.warning("run %s left to another worker (%s)", attempt.run_id, reason, extra=extra)
+            case Skipped("missing"):
+                log.warning("queue %r: dropped entry %s: no such run (no run hash, or one without a status)",
+                            attempt.queue, attempt.run_id, extra=extra)  # fmt: skip
+            case _:
+                log.debug("run %s %s", attempt.run_id, outcome.kind, extra=extra)
+
+
+def _require_gevent_patching() -> None:
+    if not monkey.is_module_patched("socket"):
+        raise RedflowError(
+            "start_worker needs gevent monkey patching: call gevent.monkey.patch_all() first thing "
+            "(the redflow-gevent command does)"
+        )
+
+
+def start_worker(
+    registry: Registry | None = None,
+    url: str | None = None,
+    redis: Any = None,
+    prefix: str | None = None,
+    queues: list[str] | tuple[str, ...] | None = None,
+    concurrency: int = 1,
+    lease_ms: int = 5000,
+    blmove_timeout: float = 1.0,
+    reaper_interval_ms: int = 500,
+    *,
+    cancel_poll_ms: int = 100,
+    sweep_interval_s: float = 5.0,
+    cron: bool = True,
+    observers: Iterable[Any] = (),
+    cluster: bool = False,
+) -> Worker:
+    """Start a worker for ``registry`` (default: the default registry) and return it."""
+    _require_gevent_patching()
+    registry = registry if registry is not None else get_default_registry()
+    options = WorkerOptions(
+        queues=tuple(queues or ()),
+        concurrency=concurrency,
+        lease_ms=lease_ms,
+        blmove_timeout_s=blmove_timeout,
+        reaper_interval_ms=reaper_interval_ms,
+        cancel_poll_ms=cancel_poll_ms,
+        sweep_interval_s=sweep_interval_s,
+        cron=cron,
+    )
+    if redis is not None:
+        client, owned = create_client(redis=redis, prefix=prefix, registry=registry), False
+    else:
+        # Waits for child results and step I/O take pool connections besides the slots' own.
+        pool_size = max(100, 2 * concurrency + 16)
+        base = create_redis(url, max_connections=pool_size, cluster=cluster)
+        client, owned = RedflowClient(base, prefix=resolve_prefix(prefix), registry=registry, owns_redis=True), True
+    try:
+        return Worker(client=client, registry=registry, options=options, owns_client=owned, observers=observers).start()
+    except BaseException:
+        if owned:
+            client.close()
+        raise

@@ -1,0 +1,1 @@
+"""Operating it: the CLI, admin commands, dashboard, metrics, logs."""

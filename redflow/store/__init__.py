@@ -1,0 +1,1 @@
+"""Redis access: connections, slot connections, Lua scripts and their typed wrappers."""
