@@ -29,6 +29,7 @@ from redflow.core.errors import (
 from redflow.core.keys import new_id
 from redflow.core.models import RunField, int_field, max_attempts_of
 from redflow.core.retry import compute_retry_delay_ms, is_retryable
+from redflow.engine.lease import Lease
 from redflow.engine.step import RunningStep, StepApi, load_step_cache
 
 if TYPE_CHECKING:
@@ -135,15 +136,11 @@ class Attempt:
         self.token = new_id("lease")
         self.info = RunInfo(run_id, "", queue, 0, 1)
         self.signal = CancelSignal()
-        self.interrupted: str | None = None
         self.running_steps: dict[str, RunningStep] = {}
+        self.lease = Lease(run_id, queue, self.token, self.running_steps, on_stop=self._stopped, log_extra=self.log_extra)
         self._greenlet: Any = None
         self._in_handler = False
         self._throw_pending = False
-        # maintained by the lease keeper
-        self.tracked_at_ms = 0.0
-        self.renewed_at_ms = 0.0
-        self.renew_failures = 0
 
     def __repr__(self) -> str:
         return f"Attempt({self.run_id}, {self.info.workflow!r}, attempt={self.info.attempt})"
@@ -180,11 +177,11 @@ class Attempt:
         if rt.observers.active:
             rt.observers.on_start(self.run_id, self.info.workflow, self.queue, self.info.attempt)
         cache, max_seq = load_step_cache(raw_steps)
-        rt.keeper.track(self)
+        rt.keeper.track(self.lease)
         try:
             outcome = self._run_handler(workflow, input_value, StepApi(self, cache, max_seq))
         finally:
-            rt.keeper.untrack(self)
+            rt.keeper.untrack(self.lease)
         return self._finish(self.settle(outcome))
 
     def _purge_invalid(self) -> Outcome:
@@ -298,7 +295,7 @@ class Attempt:
             run_id=self.run_id, queue=self.queue, now=now, token=self.token, lease_ms=self.rt.lease_ms, conn=self.conn, **args
         )
         if final == "stale":
-            self.rt.keeper.report_lost(self, "its settle was refused: another worker owns the run now; not finalizing")
+            self.rt.keeper.report_lost(self.lease, "its settle was refused: another worker owns the run now; not finalizing")
             return Abandoned(LEASE_LOST)
         if final == "scheduled":
             self.rt.wake_promoter(args["retry_at"])
@@ -313,12 +310,20 @@ class Attempt:
             log.info("run %s: could not release its lease (%s)", self.run_id, exc)
 
     # -- interruption --------------------------------------------------------
+    @property
+    def interrupted(self) -> str | None:
+        """Why the attempt was stopped (the first reason), or None."""
+        return self.lease.stopped
+
     def interrupt(self, reason: str) -> None:
-        """Stop the handler (canceled, lease lost, worker stopping): set the
-        signal and throw an interrupt into the greenlet running the handler."""
-        if self.interrupted is None:
-            self.interrupted = reason
-            self.signal.set(reason)
+        """Stop the handler (canceled, lease lost, worker stopping), through
+        the lease record so that the keeper stops watching it too."""
+        self.lease.stop(reason)
+
+    def _stopped(self, reason: str) -> None:
+        # The lease record's callback: set the signal and throw an interrupt
+        # into the greenlet running the handler.
+        self.signal.set(reason)
         if self._in_handler and not self._throw_pending and self._greenlet is not gevent.getcurrent():
             self._throw_pending = True
             gevent.get_hub().loop.run_callback(self._throw)
@@ -351,7 +356,7 @@ class Attempt:
             self.interrupt(REDIS_LOST)
             raise RunInterrupt(REDIS_LOST) from exc
         if state == "stale":
-            self.rt.keeper.report_lost(self, f"its record of step {name!r} was refused")
+            self.rt.keeper.report_lost(self.lease, f"its record of step {name!r} was refused")
         elif cancel_at:
             self.interrupt(CANCELED)
         self.raise_if_interrupted()

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import gevent
 from gevent.event import Event
@@ -23,7 +24,7 @@ from redflow.engine.observers import Observers
 from redflow.core.models import RunField, step_running_json
 
 if TYPE_CHECKING:
-    from redflow.engine.attempt import Attempt
+    from redflow.engine.step import RunningStep
     from redflow.store.scripts import Scripts
 
 log = logging.getLogger("redflow.lease")
@@ -33,6 +34,32 @@ MAX_RENEW_FAILURES = 2
 
 def _mono_ms() -> float:
     return time.monotonic() * 1000.0
+
+
+@dataclass(eq=False)
+class Lease:
+    """What the keeper knows of one attempt: the lease to renew, the steps
+    to mark, and one callback to stop the attempt. The attempt makes it and
+    stops itself through :meth:`stop` too, so the keeper sees every stop; the
+    timing fields are the keeper's alone."""
+
+    run_id: str
+    queue: str
+    token: str
+    running_steps: Mapping[str, RunningStep]
+    on_stop: Callable[[str], None]
+    log_extra: Callable[[], dict[str, Any]]
+    stopped: str | None = None
+    lost: bool = False
+    tracked_at_ms: float = field(default=0.0, repr=False)
+    renewed_at_ms: float = field(default=0.0, repr=False)
+    renew_failures: int = field(default=0, repr=False)
+
+    def stop(self, reason: str) -> None:
+        """Stop the attempt (canceled, lease lost, worker stopping, Redis lost); the first reason sticks."""
+        if self.stopped is None:
+            self.stopped = reason
+        self.on_stop(self.stopped)
 
 
 class LeaseKeeper:
@@ -47,24 +74,24 @@ class LeaseKeeper:
         self.lease_ms = lease_ms
         self.renew_every_ms = lease_ms / 2
         self.tick_ms = max(10, min(tick_ms, lease_ms // 4))
-        self._attempts: dict[int, Attempt] = {}
+        self._leases: dict[int, Lease] = {}
         self._stop = Event()
         self._greenlet: gevent.Greenlet | None = None
         self.renewals_lost = 0
 
-    def track(self, attempt: Attempt) -> None:
+    def track(self, lease: Lease) -> None:
         now = _mono_ms()
-        attempt.tracked_at_ms = now
-        attempt.renewed_at_ms = now
-        attempt.renew_failures = 0
-        self._attempts[id(attempt)] = attempt
+        lease.tracked_at_ms = now
+        lease.renewed_at_ms = now
+        lease.renew_failures = 0
+        self._leases[id(lease)] = lease
 
-    def untrack(self, attempt: Attempt) -> None:
-        self._attempts.pop(id(attempt), None)
+    def untrack(self, lease: Lease) -> None:
+        self._leases.pop(id(lease), None)
 
     @property
     def tracked(self) -> int:
-        return len(self._attempts)
+        return len(self._leases)
 
     def start(self) -> None:
         self._greenlet = gevent.spawn(self._loop)
@@ -85,34 +112,34 @@ class LeaseKeeper:
 
     def tick(self) -> None:
         now = _mono_ms()
-        renew: list[Attempt] = []
-        watch: list[Attempt] = []
-        markers: list[tuple[Attempt, Any]] = []
+        renew: list[Lease] = []
+        watch: list[Lease] = []
+        markers: list[tuple[Lease, Any]] = []
         wall_ms = self._now_ms()
-        for attempt in list(self._attempts.values()):
-            if attempt.interrupted is not None:
+        for lease in list(self._leases.values()):
+            if lease.stopped is not None:
                 continue
-            if now - attempt.renewed_at_ms >= self.renew_every_ms:
-                renew.append(attempt)
-            if now - attempt.tracked_at_ms >= self.tick_ms:
-                watch.append(attempt)
-            for step in attempt.running_steps.values():
+            if now - lease.renewed_at_ms >= self.renew_every_ms:
+                renew.append(lease)
+            if now - lease.tracked_at_ms >= self.tick_ms:
+                watch.append(lease)
+            for step in lease.running_steps.values():
                 if not step.marked and wall_ms - step.started_at >= self.tick_ms:
-                    markers.append((attempt, step))
+                    markers.append((lease, step))
         if not (renew or watch or markers):
             return
         pipe = self._scripts.batch()
         keys = self._scripts.keys
-        for attempt in renew:
-            lease_key = keys.run_lease(attempt.run_id, attempt.queue)
-            self._scripts.renew_lease(lease_key=lease_key, token=attempt.token, lease_ms=self.lease_ms, conn=pipe)
-        for attempt in watch:
-            pipe.hget(keys.run(attempt.run_id, attempt.queue), RunField.CANCEL_REQUESTED_AT)
-        for attempt, step in markers:
+        for lease in renew:
+            lease_key = keys.run_lease(lease.run_id, lease.queue)
+            self._scripts.renew_lease(lease_key=lease_key, token=lease.token, lease_ms=self.lease_ms, conn=pipe)
+        for lease in watch:
+            pipe.hget(keys.run(lease.run_id, lease.queue), RunField.CANCEL_REQUESTED_AT)
+        for lease, step in markers:
             self._scripts.save_step(
-                run_id=attempt.run_id,
-                queue=attempt.queue,
-                token=attempt.token,
+                run_id=lease.run_id,
+                queue=lease.queue,
+                token=lease.token,
                 name=step.name,
                 step_json=step_running_json(step.seq, step.started_at),
                 lease_ms=self.lease_ms,
@@ -123,57 +150,58 @@ class LeaseKeeper:
             replies = pipe.execute(raise_on_error=False)
         except RedisError as exc:
             log.warning("lease keeper: Redis unavailable (%s)", exc)
-            for attempt in renew:
-                self._renew_failed(attempt, exc)
+            for lease in renew:
+                self._renew_failed(lease, exc)
             return
         self._apply(renew, watch, markers, replies, now)
 
-    def _apply(self, renew: list[Attempt], watch: list[Attempt], markers: list[tuple[Attempt, Any]], replies: list[Any], now: float) -> None:
+    def _apply(self, renew: list[Lease], watch: list[Lease], markers: list[tuple[Lease, Any]], replies: list[Any], now: float) -> None:
         replies_iter = iter(replies)
         if any(isinstance(reply, NoScriptError) for reply in replies):
             self._scripts.load_all()  # a promoted replica: retried at the next tick, not a failure
         # An attempt that ended while the pipeline was in flight has settled and
         # released its lease: a refused renewal or marker says nothing about a
         # lost lease then, only that the run is over. Its replies are dropped.
-        for attempt in renew:
+        for lease in renew:
             reply = next(replies_iter)
-            if isinstance(reply, NoScriptError) or not self._still_tracked(attempt):
+            if isinstance(reply, NoScriptError) or not self._still_tracked(lease):
                 continue
             if isinstance(reply, Exception):
-                self._renew_failed(attempt, reply)
+                self._renew_failed(lease, reply)
             elif reply is None:
-                self.report_lost(attempt, "the lease is held by another worker or expired")
+                self.report_lost(lease, "the lease is held by another worker or expired")
             else:
-                attempt.renewed_at_ms = now
-                attempt.renew_failures = 0
-        for attempt in watch:
+                lease.renewed_at_ms = now
+                lease.renew_failures = 0
+        for lease in watch:
             reply = next(replies_iter)
-            if isinstance(reply, str) and reply and self._still_tracked(attempt):
-                attempt.interrupt("canceled")
-        for attempt, step in markers:
+            if isinstance(reply, str) and reply and self._still_tracked(lease):
+                lease.stop("canceled")
+        for lease, step in markers:
             reply = next(replies_iter)
-            if not self._still_tracked(attempt):
+            if not self._still_tracked(lease):
                 continue
             if isinstance(reply, list) and reply and reply[0] == "stale":
-                self.report_lost(attempt, "a step marker was refused")
+                self.report_lost(lease, "a step marker was refused")
             elif not isinstance(reply, Exception):
                 step.marked = True
 
-    def _still_tracked(self, attempt: Attempt) -> bool:
-        return self._attempts.get(id(attempt)) is attempt
+    def _still_tracked(self, lease: Lease) -> bool:
+        return self._leases.get(id(lease)) is lease
 
-    def _renew_failed(self, attempt: Attempt, exc: BaseException) -> None:
-        attempt.renew_failures += 1
-        if attempt.renew_failures >= MAX_RENEW_FAILURES:
-            self.report_lost(attempt, f"{attempt.renew_failures} renewals failed ({exc})")
+    def _renew_failed(self, lease: Lease, exc: BaseException) -> None:
+        lease.renew_failures += 1
+        if lease.renew_failures >= MAX_RENEW_FAILURES:
+            self.report_lost(lease, f"{lease.renew_failures} renewals failed ({exc})")
 
-    def report_lost(self, attempt: Attempt, why: str) -> None:
+    def report_lost(self, lease: Lease, why: str) -> None:
         """The one place a lost lease is logged, counted and acted on (the
         keeper's refused renewals and markers, and an attempt's refused step
         record or settle), so that the warning and the metric mean exactly that."""
-        if attempt.interrupted == "lease_lost":
-            return  # reported once per attempt
+        if lease.lost:
+            return  # reported once per lease
+        lease.lost = True
         self.renewals_lost += 1
-        self._observers.on_lease_lost(attempt.run_id)
-        log.warning("lease lost for run %s: %s", attempt.run_id, why, extra=attempt.log_extra())
-        attempt.interrupt("lease_lost")
+        self._observers.on_lease_lost(lease.run_id)
+        log.warning("lease lost for run %s: %s", lease.run_id, why, extra=lease.log_extra())
+        lease.stop("lease_lost")

@@ -13,7 +13,7 @@ import inspect
 import time
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping, MutableMapping, Protocol
 
 import gevent
 from gevent import GreenletExit
@@ -31,7 +31,7 @@ from redflow.core.keys import step_event_idempotency_key, step_workflow_idempote
 from redflow.core.models import STEP_SUCCEEDED, step_failed_json, step_seq, step_succeeded_json
 
 if TYPE_CHECKING:
-    from redflow.engine.attempt import Attempt
+    from redflow.engine.context import CancelSignal, RunInfo
     from redflow.handle import RunState
     from redflow.registry import Workflow
 
@@ -50,6 +50,33 @@ class RunningStep:
     seq: int
     started_at: int
     marked: bool = False
+
+
+class StepClient(Protocol):
+    """What steps start runs and events with: a ``RedflowClient``, or the inline runner's stand-in."""
+
+    def run(self, workflow: Any, input: Any = None, **options: Any) -> Any: ...
+    def wait_for(self, run_id: str, *, timeout: float = ..., assist: Any = None) -> Any: ...
+    def emit_event(self, name: str, payload: Any = None, idempotency_key: str | None = None) -> list[str]: ...
+    def schedule_event(self, name: str, payload: Any = None, at: float | None = None, idempotency_key: str | None = None) -> list[str]: ...
+
+
+class StepHost(Protocol):
+    """The attempt a :class:`StepApi` works for: the worker's ``Attempt`` and
+    the inline test runner's both implement it, so they cannot drift apart."""
+
+    run_id: str
+    info: RunInfo
+    signal: CancelSignal
+    running_steps: MutableMapping[str, RunningStep]
+
+    @property
+    def client(self) -> StepClient: ...
+    def now_ms(self) -> int: ...
+    def raise_if_interrupted(self) -> None: ...
+    def save_step(self, name: str, step_json: str) -> None: ...
+    def step_observed(self, name: str, status: str, duration_s: float) -> None: ...
+    def run_child_inline(self, queue: str, child_id: str) -> bool: ...
 
 
 class _Corrupt:
@@ -97,7 +124,7 @@ def _wants_signal(fn: Callable[..., Any]) -> bool:
 class StepApi:
     """``ctx.step``: durable steps of one attempt."""
 
-    def __init__(self, attempt: Attempt, cache: dict[str, Any], max_seq: int) -> None:
+    def __init__(self, attempt: StepHost, cache: dict[str, Any], max_seq: int) -> None:
         self._attempt = attempt
         self._cache = cache
         self._max_seq = max_seq

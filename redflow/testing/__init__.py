@@ -41,7 +41,7 @@ from redflow.core.keys import event_run_idempotency_key
 from redflow.core.models import Step
 from redflow.registry import Registry, Workflow, get_default_registry
 from redflow.core.retry import is_retryable
-from redflow.engine.step import StepApi, load_step_cache
+from redflow.engine.step import RunningStep, StepApi, StepHost, load_step_cache
 
 log = logging.getLogger("redflow.testing")
 
@@ -245,7 +245,7 @@ class _InlineAttempt:
         self.info = RunInfo(run.id, run.workflow, queue, run.attempt, run.max_attempts)
         self.signal = CancelSignal()  # nothing cancels an inline run from outside
         self.client = _InlineClient(runner, run)
-        self.running_steps: dict[str, Any] = {}
+        self.running_steps: dict[str, RunningStep] = {}
         self._run = run
 
     def now_ms(self) -> int:
@@ -256,7 +256,7 @@ class _InlineAttempt:
     def save_step(self, name: str, step_json: str) -> None:
         self._run.step_records[name] = step_json
 
-    def step_observed(self, name: str, status: str, duration_ms: int) -> None:
+    def step_observed(self, name: str, status: str, duration_s: float) -> None:
         """No observers inline."""
     def run_child_inline(self, queue: str, child_id: str) -> bool:
         return False  # children already ran when they were started
@@ -318,7 +318,7 @@ class InlineRunner:
         value = wf.validate(run.input)  # the worker validates the stored input again
         while True:
             run.attempt += 1
-            host = _InlineAttempt(self, run, wf.queue)
+            host: StepHost = _InlineAttempt(self, run, wf.queue)
             cache, max_seq = load_step_cache(run.step_records)
             ctx = WorkflowContext(input=value, run=host.info, step=StepApi(host, cache, max_seq), signal=host.signal, client=host.client)
             try:
