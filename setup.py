@@ -22,7 +22,10 @@ setup(
         "orjson>=3.9",
     ],
     extras_require={
-        "test": ["pytest>=8", "pytest-benchmark>=4", "hypothesis>=6.100", "gunicorn>=22", "prometheus_client>=0.17", "selenium>=4.11"],
+        "test": [
+            "pytest>=8", "pytest-benchmark>=4", "hypothesis>=6.100", "gunicorn>=22", "prometheus_client>=0.17", "selenium>=4.11",
+            "ruff>=0.6", "mypy>=1.10", "types-croniter",
+        ],
         "metrics": ["prometheus_client>=0.17"],
     },
     entry_points={

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import builtins
+
 import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
@@ -136,7 +138,7 @@ class Registry:
     def list(self) -> list[Workflow]:
         return sorted(self._workflows.values(), key=lambda wf: wf.name)
 
-    def queues(self) -> list[str]:
+    def queues(self) -> builtins.list[str]:
         """The queues of its workflows, sorted (the worker's default queues)."""
         return sorted({wf.queue for wf in self._workflows.values()})
 

@@ -89,14 +89,14 @@ class Probe:
     def call(self, *args: Any) -> Any:
         self.commands[str(args[0]).lower()] += 1
         self.trips += 1
-        return self.redis.execute_command(*args)
+        return self.redis.execute_command(*args)  # type: ignore[no-untyped-call]
 
     def pipeline(self, commands: Iterable[tuple[Any, ...]]) -> list[Any]:
         """Several commands in one round trip."""
         pipe = self.redis.pipeline(transaction=False)
         for args in commands:
             self.commands[str(args[0]).lower()] += 1
-            pipe.execute_command(*args)
+            pipe.execute_command(*args)  # type: ignore[no-untyped-call]
         self.trips += 1
         return pipe.execute()
 

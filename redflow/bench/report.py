@@ -126,7 +126,8 @@ def render_comparison(rows: list[Comparison], max_regression: float, baseline_pa
 
 
 def load(path: str) -> dict[str, Any]:
-    return codec.loads(Path(path).read_text(encoding="utf-8"), what=f"bench results {path}")
+    loaded: dict[str, Any] = codec.loads(Path(path).read_text(encoding="utf-8"), what=f"bench results {path}")
+    return loaded
 
 
 def save(result: dict[str, Any], path: str) -> None:

@@ -16,9 +16,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Iterable, Protocol
+from typing import TYPE_CHECKING, Callable, Iterable, Protocol
 
 import gevent
+
+if TYPE_CHECKING:
+    from redflow.engine.worker import Worker
 
 from redflow.bench import app as bench_app
 from redflow.bench.probe import AttemptRecorder, BenchError, Probe, Timing
@@ -56,7 +59,7 @@ class InProcessWorker:
         self.url, self.prefix, self.concurrency = url, prefix, concurrency
         self.recorder = AttemptRecorder()
         self.pid = os.getpid()
-        self._worker = None
+        self._worker: Worker | None = None
 
     def start(self) -> None:
         from redflow.engine.worker import start_worker

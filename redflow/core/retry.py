@@ -37,7 +37,7 @@ _NOT_RETRYABLE = (
 def compute_retry_delay_ms(attempt: int) -> int:
     """Milliseconds to wait before retrying after failed attempt number ``attempt`` (1-based)."""
     exponent = min(max(0, attempt - 1), 20)  # 250 * 2**20 is far past the cap
-    backoff = min(RETRY_CAP_MS, RETRY_BASE_MS * 2**exponent)
+    backoff = min(RETRY_CAP_MS, RETRY_BASE_MS << exponent)
     return backoff + random.randint(0, RETRY_JITTER_MS - 1)
 
 

@@ -277,6 +277,7 @@ class Attempt:
     def settle(self, outcome: Outcome) -> Outcome:
         """Write the outcome: one script call (or a best-effort unlock when abandoned)."""
         scripts, now = self.rt.scripts, self.now_ms()
+        args: dict[str, Any]
         match outcome:
             case Succeeded(output_json):
                 args = {"status": "succeeded", "output_json": output_json}

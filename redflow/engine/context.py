@@ -54,7 +54,7 @@ class CancelSignal:
             return True
         if self._event is None:
             self._event = Event()
-        return self._event.wait(timeout)
+        return bool(self._event.wait(timeout))
 
     def set(self, reason: str) -> None:
         if self.reason is None:

@@ -217,7 +217,8 @@ class CronScheduler:
         head = redis.zrange(keys.cron_next(), 0, 0, withscores=True)
         if not head:
             return CRON_MAX_SLEEP_S
-        return min(CRON_MAX_SLEEP_S, max(0.01, (head[0][1] - self.client.now_ms()) / 1000.0))
+        due_ms: float = head[0][1]
+        return min(CRON_MAX_SLEEP_S, max(0.01, (due_ms - self.client.now_ms()) / 1000.0))
 
     def _fire(self, redis: redis.Redis, cron_id: str, fire_ms: int, now: int) -> None:
         keys = self.client.keys
@@ -225,7 +226,7 @@ class CronScheduler:
         try:
             if raw is None:
                 raise CorruptDataError("no definition")
-            definition = CronDef.from_json(raw)
+            definition = CronDef.from_json(str(raw))  # a str: every client decodes replies
             next_at = cron.next_fire_ms(definition.expression, definition.timezone, now)
             run_input = codec.loads(definition.input_json, what=f"cron {cron_id} inputJson")
         except RedflowError as exc:

@@ -55,8 +55,9 @@ class RunningStep:
 class StepClient(Protocol):
     """What steps start runs and events with: a ``RedflowClient``, or the inline runner's stand-in."""
 
-    def run(self, workflow: Any, input: Any = None, **options: Any) -> Any: ...
-    def wait_for(self, run_id: str, *, timeout: float = ..., assist: Any = None) -> Any: ...
+    def run(self, workflow: Workflow | str, input: Any = None, *, idempotency_key: str | None = None,
+            max_attempts: int | None = None, parent_run_id: str | None = None) -> Any: ...  # fmt: skip
+    def wait_for(self, run_id: str, *, timeout: float = 30.0, assist: Any = None) -> Any: ...
     def emit_event(self, name: str, payload: Any = None, idempotency_key: str | None = None) -> list[str]: ...
     def schedule_event(self, name: str, payload: Any = None, at: float | None = None, idempotency_key: str | None = None) -> list[str]: ...
 
@@ -65,11 +66,14 @@ class StepHost(Protocol):
     """The attempt a :class:`StepApi` works for: the worker's ``Attempt`` and
     the inline test runner's both implement it, so they cannot drift apart."""
 
-    run_id: str
-    info: RunInfo
-    signal: CancelSignal
-    running_steps: MutableMapping[str, RunningStep]
-
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def info(self) -> RunInfo: ...
+    @property
+    def signal(self) -> CancelSignal: ...
+    @property
+    def running_steps(self) -> MutableMapping[str, RunningStep]: ...
     @property
     def client(self) -> StepClient: ...
     def now_ms(self) -> int: ...
@@ -238,7 +242,8 @@ class StepApi:
     ) -> list[str]:
         """Emit ``event`` once per run; returns the ids of the runs it started."""
         key = idempotency_key or step_event_idempotency_key(self._attempt.run_id, name, event)
-        return self.run(name, lambda: self._attempt.client.emit_event(event, payload, idempotency_key=key), timeout=timeout)
+        run_ids: list[str] = self.run(name, lambda: self._attempt.client.emit_event(event, payload, idempotency_key=key), timeout=timeout)
+        return run_ids
 
     def schedule_event(
         self,
@@ -253,4 +258,5 @@ class StepApi:
         """Schedule ``event`` for unix time ``at``, once per run."""
         key = idempotency_key or step_event_idempotency_key(self._attempt.run_id, name, event)
         client = self._attempt.client
-        return self.run(name, lambda: client.schedule_event(event, payload, at=at, idempotency_key=key), timeout=timeout)
+        run_ids: list[str] = self.run(name, lambda: client.schedule_event(event, payload, at=at, idempotency_key=key), timeout=timeout)
+        return run_ids

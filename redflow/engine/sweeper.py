@@ -74,7 +74,7 @@ class OrphanSweeper:
     def _unleased_page(self) -> list[tuple[str, str]]:
         """The next page of running runs (of this worker's queues) whose lease is gone."""
         keys, redis = self.client.keys, self.client.redis
-        index_queues: list[str | None] = sorted(self.queues) if keys.cluster else [None]
+        index_queues: list[str | None] = [*sorted(self.queues)] if keys.cluster else [None]
         pipe = redis.pipeline(transaction=False)
         for queue in index_queues:
             start = self._cursors.get(queue, 0)

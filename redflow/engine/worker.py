@@ -207,7 +207,7 @@ class Worker:
 
     def join(self, timeout: float | None = None) -> bool:
         """Block until the worker has stopped; returns whether it has."""
-        return self._stopped.wait(timeout)
+        return bool(self._stopped.wait(timeout))
 
     # -- slots ----------------------------------------------------------------
     def _slot(self, index: int, conn: SlotConnection | ClusterSlotConnection) -> None:

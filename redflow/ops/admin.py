@@ -185,7 +185,7 @@ def jsonable(obj: Any) -> Any:
     """Dataclasses (Run, Step, QueueCounts ...) as dicts, lists of them as lists."""
     if isinstance(obj, list):
         return [jsonable(item) for item in obj]
-    return dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) else obj
+    return dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) and not isinstance(obj, type) else obj
 
 
 def runs_table(runs: Sequence[Run]) -> str:

@@ -153,7 +153,7 @@ def _cluster_from_url(url: str, max_connections: int | None) -> RedisCluster:
     # A node URL (not only startup_nodes) makes redis-py build each node's pool from connection_pool_class.
     return RedisCluster(
         url=f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}",
-        startup_nodes=[ClusterNode(h, p) for h, p in others],
+        startup_nodes=[ClusterNode(h, p) for h, p in others],  # type: ignore[no-untyped-call]
         connection_pool_class=redis.BlockingConnectionPool,
         max_connections=max_connections or DEFAULT_MAX_CONNECTIONS,
         **kwargs,
@@ -173,7 +173,8 @@ def _sentinel_from_url(url: str, max_connections: int | None) -> redis.Redis:
     if parts.scheme.startswith("rediss"):
         kwargs["ssl"] = True
     kwargs.update(max_connections=max_connections or DEFAULT_MAX_CONNECTIONS, timeout=POOL_WAIT_S)
-    return sentinel.master_for(path[0], connection_pool_class=_BlockingSentinelPool, **kwargs)
+    master: redis.Redis = sentinel.master_for(path[0], connection_pool_class=_BlockingSentinelPool, **kwargs)
+    return master
 
 
 class _BlockingSentinelPool(SentinelConnectionPool, redis.BlockingConnectionPool):

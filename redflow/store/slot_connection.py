@@ -159,7 +159,7 @@ class SlotConnection:
             return self.execute("EVALSHA", script.sha, len(keys), *keys, *args)
 
     def script_load(self, script: str | bytes) -> str:
-        return self.execute("SCRIPT", "LOAD", script)
+        return str(self.execute("SCRIPT", "LOAD", script))
 
     def close(self) -> None:
         with self._lock:
@@ -168,7 +168,8 @@ class SlotConnection:
 
 def _parse_error(message: str) -> Exception:
     """An error reply as redis-py's exception class (NoScriptError, BusyLoadingError, ...)."""
-    return BaseParser.parse_error(message)
+    error: Exception = BaseParser.parse_error(message)  # type: ignore[no-untyped-call]
+    return error
 
 
 #: Error replies after which a cluster command is sent again once the slot

@@ -23,9 +23,12 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence, cast
 
 from redflow.core import clock, codec
+
+if TYPE_CHECKING:
+    from redflow.client import RedflowClient
 from redflow.engine.context import CancelSignal, OnFailureContext, RunInfo, WorkflowContext
 from redflow.core.errors import (
     CanceledError,
@@ -55,7 +58,8 @@ class RedisServerError(RuntimeError):
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def redis_server_binary() -> str:
@@ -262,6 +266,11 @@ class _InlineAttempt:
         return False  # children already ran when they were started
 
 
+def _as_step_host(attempt: _InlineAttempt) -> StepHost:
+    """Where mypy checks that the inline attempt implements what steps need."""
+    return attempt
+
+
 class InlineRunner:
     """Runs workflows inline; keeps every run it made in ``runs`` (children and event runs too).
 
@@ -318,9 +327,9 @@ class InlineRunner:
         value = wf.validate(run.input)  # the worker validates the stored input again
         while True:
             run.attempt += 1
-            host: StepHost = _InlineAttempt(self, run, wf.queue)
+            host = _InlineAttempt(self, run, wf.queue)
             cache, max_seq = load_step_cache(run.step_records)
-            ctx = WorkflowContext(input=value, run=host.info, step=StepApi(host, cache, max_seq), signal=host.signal, client=host.client)
+            ctx = WorkflowContext(input=value, run=host.info, step=StepApi(_as_step_host(host), cache, max_seq), signal=host.signal, client=cast("RedflowClient", host.client))
             try:
                 try:
                     output_json = codec.dumps(wf.handler(ctx))

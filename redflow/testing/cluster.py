@@ -123,7 +123,8 @@ class RedisClusterHarness:
     def master_of(self, key: str) -> int:
         client = RedisCluster(host="127.0.0.1", port=self.servers[0].port, decode_responses=True)
         try:
-            return client.nodes_manager.get_node_from_slot(client.keyslot(key)).port
+            port: int = client.nodes_manager.get_node_from_slot(client.keyslot(key)).port  # type: ignore[no-untyped-call]
+            return port
         finally:
             client.close()
 
