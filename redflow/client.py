@@ -9,11 +9,11 @@ from __future__ import annotations
 import heapq
 import itertools
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from redflow.core import codec
-from redflow.store.connection import close_redis, create_redis, is_cluster, resolve_prefix
 from redflow.core.errors import (
     CanceledError,
     CorruptDataError,
@@ -26,8 +26,9 @@ from redflow.core.errors import (
 )
 from redflow.core.keys import RUN_STATUSES, Keys, event_run_idempotency_key, new_id
 from redflow.core.models import EventDef, Run, RunField, Step, WorkflowField, max_attempts_of
-from redflow.registry import Registry, Workflow, get_default_registry
 from redflow.handle import RunHandle, RunState
+from redflow.registry import Registry, Workflow, get_default_registry
+from redflow.store.connection import close_redis, create_redis, is_cluster, resolve_prefix
 from redflow.store.scripts import Scripts
 from redflow.store.server_clock import ServerClock
 
@@ -158,7 +159,7 @@ class RedflowClient:
         # An idempotency key naming a run that failed, was canceled or is gone
         # may be taken over; the script only swaps it if it still names that run.
         for _ in range(8):
-            state, run_id = self.scripts.enqueue_run(
+            enqueued = self.scripts.enqueue_run(
                 run_id=new_run_id(),
                 workflow=target.name,
                 queue=queue or target.queue,
@@ -171,18 +172,16 @@ class RedflowClient:
                 replace_id=replace_id,
                 parent_run_id=parent_run_id or "",
             )
-            if state == "created":
-                self._record_queue(run_id, queue or target.queue)
-                return RunHandle(self, run_id)
-            existing_status = self.redis.hget(self.keys.run(run_id, queue or target.queue), RunField.STATUS)
+            if enqueued.created:
+                self._record_queue(enqueued.run_id, queue or target.queue)
+                return RunHandle(self, enqueued.run_id)
+            existing_status = self.redis.hget(self.keys.run(enqueued.run_id, queue or target.queue), RunField.STATUS)
             if existing_status and existing_status not in ("failed", "canceled"):
-                return RunHandle(self, run_id)
-            replace_id = run_id
+                return RunHandle(self, enqueued.run_id)
+            replace_id = enqueued.run_id
         raise RedflowError(f"idempotency key {idempotency_key!r} keeps changing hands; giving up")
 
-    def run_many(
-        self, workflow: Workflow | str, inputs: Iterable[Any], *, queue: str | None = None, batch: int = 500
-    ) -> list[RunHandle]:
+    def run_many(self, workflow: Workflow | str, inputs: Iterable[Any], *, queue: str | None = None, batch: int = 500) -> list[RunHandle]:
         """Start many runs of one workflow, one pipelined round trip per
         ``batch`` runs (no idempotency keys, no delays): bulk loads and benches."""
         target = self.resolve_workflow(workflow)
@@ -397,8 +396,7 @@ class RedflowClient:
         queue = self.queue_of(run_id)
         if queue is None:
             return False
-        state, _ = self.scripts.retry_run(run_id=run_id, queue=queue, now=self.now_ms())
-        return state in ("queued", "requeued")
+        return self.scripts.retry_run(run_id=run_id, queue=queue, now=self.now_ms()).accepted
 
     # -- events ------------------------------------------------------------
     def event_subscribers(self, event: str) -> list[EventDef]:
@@ -461,8 +459,6 @@ def _check_status(status: str) -> None:
         raise RedflowError(f"unknown run status {status!r}")
 
 
-
-
 def create_client(
     url: str | None = None,
     *,
@@ -478,7 +474,9 @@ def create_client(
     (default 128, per node on a cluster); past that, greenlets wait for a free one."""
     if redis is not None:
         return RedflowClient(redis, prefix=prefix, registry=registry)
-    return RedflowClient(create_redis(url, cluster=cluster, max_connections=max_connections), prefix=prefix, registry=registry, owns_redis=True)
+    return RedflowClient(
+        create_redis(url, cluster=cluster, max_connections=max_connections), prefix=prefix, registry=registry, owns_redis=True
+    )
 
 
 _default_client: RedflowClient | None = None

@@ -38,7 +38,7 @@ def work_one(client, queue, *, status="succeeded", output=None, error=None):
     assert run_id, "nothing to claim"
     token = "lease_test"
     reply = client.scripts.start_run(run_id=run_id, queue=queue, token=token, lease_ms=5000, now=clock.now_ms())
-    assert reply[0] == "started"
+    assert reply.kind == "started"
     client.scripts.settle_run(
         lease_ms=5000,
         run_id=run_id,

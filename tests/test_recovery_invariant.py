@@ -30,9 +30,8 @@ import redis
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
-
-from helpers import wait_until
 from invariants import unrecoverable
+
 from redflow import Registry, create_client, define_workflow
 from redflow.core import codec
 from redflow.core.keys import TERMINAL_STATUSES, new_id
@@ -84,7 +83,7 @@ def test_the_seven_step_interleaving_leaves_the_run_findable_and_a_worker_then_f
 
     # 1. slot A claims R and starts it
     assert _claim(r, keys) == run_id
-    assert scripts.start_run(**common, token=ta, now=rf.now_ms())[0] == "started"
+    assert scripts.start_run(**common, token=ta, now=rf.now_ms()).kind == "started"
     # 2. A is starved past its lease; the lease expires
     r.delete(lease)
     # 3. a reaper sees R in processing without a lease and moves it to ready
@@ -92,10 +91,10 @@ def test_the_seven_step_interleaving_leaves_the_run_findable_and_a_worker_then_f
     # 4. slot B claims R
     assert _claim(r, keys) == run_id
     # 5. A wakes and records a step: nobody holds the lease and R is in processing, so A retakes it
-    state, _ = scripts.save_step(**common, token=ta, name="a", step_json=_step_json(rf, 1, "a"))
+    state = scripts.save_step(**common, token=ta, name="a", step_json=_step_json(rf, 1, "a")).state
     assert state == "saved" and r.get(lease) == ta
     # 6. B's start finds the lease held by A: "busy", and R's processing entry stays
-    assert scripts.start_run(**common, token=tb, now=rf.now_ms()) == ["busy"]
+    assert scripts.start_run(**common, token=tb, now=rf.now_ms()).kind == "busy"
     assert r.lpos(keys.queue_processing("default"), run_id) is not None
     # 7. A goes away before settling: its lease lapses
     r.delete(lease)
@@ -111,7 +110,7 @@ def _orphan(r: redis.Redis, client) -> str:
     keys = client.keys
     assert _claim(r, keys) == run_id
     assert client.scripts.start_run(run_id=run_id, queue="default", token=new_id("lease"), lease_ms=LONG_LEASE_MS,
-                                    now=client.now_ms())[0] == "started"  # fmt: skip
+                                    now=client.now_ms()).kind == "started"  # fmt: skip
     r.delete(keys.run_lease(run_id))
     r.lrem(keys.queue_processing("default"), 0, run_id)
     assert unrecoverable(r, keys, [run_id]) == {run_id: "running but in neither ready nor processing"}
@@ -218,10 +217,10 @@ class Interleavings(RuleBasedStateMachine):
             return
         reply = self.scripts.start_run(run_id=slot.run_id, queue="default", token=slot.token, lease_ms=LONG_LEASE_MS,
                                        now=self.client.now_ms())  # fmt: skip
-        if reply[0] == "started":
+        if reply.kind == "started":
             slot.phase = "running"
-            slot.seq = len(reply[2]) // 2
-        elif reply[0] == "cancel":
+            slot.seq = len(reply.steps)
+        elif reply.kind == "cancel":
             slot.phase = "canceling"  # the worker settles it canceled at once
         else:
             slot.forget()
@@ -233,8 +232,8 @@ class Interleavings(RuleBasedStateMachine):
         if slot.phase != "running":
             return
         slot.seq += 1
-        state, _ = self.scripts.save_step(run_id=slot.run_id, queue="default", token=slot.token, name=f"s{slot.seq}",
-                                          step_json=_step_json(self.client, slot.seq, "x"), lease_ms=LONG_LEASE_MS)  # fmt: skip
+        state = self.scripts.save_step(run_id=slot.run_id, queue="default", token=slot.token, name=f"s{slot.seq}",
+                                       step_json=_step_json(self.client, slot.seq, "x"), lease_ms=LONG_LEASE_MS).state  # fmt: skip
         if state == "stale":
             self._abandon(slot, release)
 
@@ -244,11 +243,11 @@ class Interleavings(RuleBasedStateMachine):
         slot = self.slots[actor]
         if slot.phase != "running":
             return
-        renewed = self.scripts.renew_lease(lease_key=self.keys.run_lease(slot.run_id), token=slot.token, lease_ms=LONG_LEASE_MS)
-        state, _ = self.scripts.save_step(run_id=slot.run_id, queue="default", token=slot.token, name="long",
-                                          step_json='{"status":"running","seq":99,"startedAt":1}', lease_ms=LONG_LEASE_MS,
-                                          marker_started_at=1)  # fmt: skip
-        if renewed is None or state == "stale":
+        renewed = self.scripts.renew_run_lease(run_id=slot.run_id, queue="default", token=slot.token, lease_ms=LONG_LEASE_MS)
+        state = self.scripts.save_step(run_id=slot.run_id, queue="default", token=slot.token, name="long",
+                                       step_json='{"status":"running","seq":99,"startedAt":1}', lease_ms=LONG_LEASE_MS,
+                                       marker_started_at=1).state  # fmt: skip
+        if not renewed or state == "stale":
             self._abandon(slot, release)
 
     @rule(actor=st.sampled_from(ACTORS), outcome=st.sampled_from(["succeeded", "failed", "canceled", "scheduled"]))
@@ -268,7 +267,7 @@ class Interleavings(RuleBasedStateMachine):
     def _abandon(self, slot: Slot, release: bool) -> None:
         """What an attempt that lost its lease does: release it if it is still its own, then stop."""
         if release:
-            self.scripts.unlock(lease_key=self.keys.run_lease(slot.run_id), token=slot.token)
+            self.scripts.release_run_lease(run_id=slot.run_id, queue="default", token=slot.token)
         slot.forget()
 
     # -- faults ---------------------------------------------------------------------
@@ -358,7 +357,11 @@ def test_random_interleavings_of_every_script_keep_every_run_findable_and_end_ea
     run_state_machine_as_test(
         Interleavings,
         settings=settings(
-            max_examples=150, stateful_step_count=40, deadline=None, derandomize=True, database=None,
+            max_examples=150,
+            stateful_step_count=40,
+            deadline=None,
+            derandomize=True,
+            database=None,
             suppress_health_check=[HealthCheck.too_slow],
         ),  # fmt: skip
     )

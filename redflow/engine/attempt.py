@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Union
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import gevent
 from redis.exceptions import RedisError
 
 from redflow.core import codec
-from redflow.engine.context import CancelSignal, OnFailureContext, RunInfo, RunInterrupt, WorkflowContext
-from redflow.engine.observers import AttemptReport, Observers
 from redflow.core.errors import (
     CanceledError,
     OutputSerializationError,
@@ -29,16 +28,18 @@ from redflow.core.errors import (
 from redflow.core.keys import new_id
 from redflow.core.models import RunField, int_field, max_attempts_of
 from redflow.core.retry import compute_retry_delay_ms, is_retryable
+from redflow.engine.context import CancelSignal, OnFailureContext, RunInfo, RunInterrupt, WorkflowContext
 from redflow.engine.lease import Lease
+from redflow.engine.observers import AttemptReport, Observers
 from redflow.engine.step import RunningStep, StepApi, load_step_cache
 
 if TYPE_CHECKING:
     from redflow.client import RedflowClient
-    from redflow.store.slot_connection import ClusterSlotConnection, SlotConnection
     from redflow.core.keys import Keys
     from redflow.engine.lease import LeaseKeeper
     from redflow.registry import Registry, Workflow
     from redflow.store.scripts import Scripts
+    from redflow.store.slot_connection import ClusterSlotConnection, SlotConnection
 
 log = logging.getLogger("redflow.attempt")
 
@@ -97,7 +98,7 @@ class Skipped:
     reason: str
 
 
-Outcome = Union[Succeeded, Failed, Retrying, Canceled, Abandoned, Skipped]
+Outcome = Succeeded | Failed | Retrying | Canceled | Abandoned | Skipped
 
 
 @dataclass
@@ -117,14 +118,12 @@ class Runtime:
     observers: Observers = field(default_factory=Observers)
 
 
-def _pairs(flat: list[Any]) -> dict[str, str]:
-    return dict(zip(flat[::2], flat[1::2]))
-
-
 class Attempt:
     """One execution attempt of one run, on one slot's connection."""
 
-    def __init__(self, rt: Runtime, conn: SlotConnection | ClusterSlotConnection, queue: str, run_id: str, claimed_at: float | None = None) -> None:
+    def __init__(
+        self, rt: Runtime, conn: SlotConnection | ClusterSlotConnection, queue: str, run_id: str, claimed_at: float | None = None
+    ) -> None:
         self.rt = rt
         self.claimed_at = claimed_at if claimed_at is not None else time.time()
         self.started_at = 0.0
@@ -161,16 +160,15 @@ class Attempt:
         reply = rt.scripts.start_run(
             run_id=self.run_id, queue=self.queue, token=self.token, lease_ms=rt.lease_ms, now=self.now_ms(), conn=self.conn
         )
-        kind = reply[0]
-        if len(reply) > 2:  # skip / cancel name the workflow, for reports and metrics
-            self.info = RunInfo(self.run_id, reply[2], self.queue, 0, 1)
-        if kind in ("busy", "missing", "skip"):
-            return self._finish(Skipped(kind if kind != "skip" else f"status {reply[1]}"))
-        if kind == "cancel":
+        if reply.workflow:  # skip / cancel name the workflow, for reports and metrics
+            self.info = RunInfo(self.run_id, reply.workflow, self.queue, 0, 1)
+        if reply.kind in ("busy", "missing", "skip"):
+            return self._finish(Skipped(reply.kind if reply.kind != "skip" else f"status {reply.status}"))
+        if reply.kind == "cancel":
             return self._finish(self.settle(Canceled(CanceledError())))
         self.started_at = time.time()
-        fields, raw_steps = _pairs(reply[1]), _pairs(reply[2])
-        prepared = self._prepare(fields)
+        raw_steps = reply.steps
+        prepared = self._prepare(reply.fields)
         if not isinstance(prepared, tuple):
             return self._finish(self.settle(prepared))
         workflow, input_value = prepared
@@ -306,7 +304,7 @@ class Attempt:
 
     def _release_lease(self) -> None:
         try:
-            self.rt.scripts.unlock(lease_key=self.rt.keys.run_lease(self.run_id, self.queue), token=self.token, conn=self.conn)
+            self.rt.scripts.release_run_lease(run_id=self.run_id, queue=self.queue, token=self.token, conn=self.conn)
         except Exception as exc:  # the lease expires by itself; unlocking only speeds recovery up
             log.info("run %s: could not release its lease (%s)", self.run_id, exc)
 
@@ -347,7 +345,7 @@ class Attempt:
         Redis failing here is the engine's trouble, not the handler's: the
         attempt is abandoned (recovered later), not failed."""
         try:
-            state, cancel_at = self.rt.scripts.save_step(
+            saved = self.rt.scripts.save_step(
                 run_id=self.run_id, queue=self.queue, token=self.token, name=name, step_json=step_json,
                 lease_ms=self.rt.lease_ms, conn=self.conn,
             )  # fmt: skip
@@ -356,9 +354,9 @@ class Attempt:
                         extra=self.log_extra())  # fmt: skip
             self.interrupt(REDIS_LOST)
             raise RunInterrupt(REDIS_LOST) from exc
-        if state == "stale":
+        if saved.state == "stale":
             self.rt.keeper.report_lost(self.lease, f"its record of step {name!r} was refused")
-        elif cancel_at:
+        elif saved.cancel_requested_at:
             self.interrupt(CANCELED)
         self.raise_if_interrupted()
 

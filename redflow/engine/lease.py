@@ -13,15 +13,17 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import gevent
 from gevent.event import Event
 from redis.exceptions import NoScriptError, RedisError
 
-from redflow.engine.observers import Observers
 from redflow.core.models import RunField, step_running_json
+from redflow.engine.observers import Observers
+from redflow.store.scripts import StepSaved
 
 if TYPE_CHECKING:
     from redflow.engine.step import RunningStep
@@ -131,8 +133,7 @@ class LeaseKeeper:
         pipe = self._scripts.batch()
         keys = self._scripts.keys
         for lease in renew:
-            lease_key = keys.run_lease(lease.run_id, lease.queue)
-            self._scripts.renew_lease(lease_key=lease_key, token=lease.token, lease_ms=self.lease_ms, conn=pipe)
+            self._scripts.renew_run_lease(run_id=lease.run_id, queue=lease.queue, token=lease.token, lease_ms=self.lease_ms, conn=pipe)
         for lease in watch:
             pipe.hget(keys.run(lease.run_id, lease.queue), RunField.CANCEL_REQUESTED_AT)
         for lease, step in markers:
@@ -168,7 +169,7 @@ class LeaseKeeper:
                 continue
             if isinstance(reply, Exception):
                 self._renew_failed(lease, reply)
-            elif reply is None:
+            elif not reply:
                 self.report_lost(lease, "the lease is held by another worker or expired")
             else:
                 lease.renewed_at_ms = now
@@ -181,7 +182,7 @@ class LeaseKeeper:
             reply = next(replies_iter)
             if not self._still_tracked(lease):
                 continue
-            if isinstance(reply, list) and reply and reply[0] == "stale":
+            if isinstance(reply, StepSaved) and reply.state == "stale":
                 self.report_lost(lease, "a step marker was refused")
             elif not isinstance(reply, Exception):
                 step.marked = True

@@ -9,19 +9,19 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import gevent
 from gevent.event import Event
 from redis.exceptions import NoScriptError, RedisError
 
-from redflow.core import codec
-
 from redflow import cron
+from redflow.core import codec
 from redflow.core.errors import CorruptDataError, RedflowError
-from redflow.engine.observers import Observers
 from redflow.core.keys import cron_fire_idempotency_key
 from redflow.core.models import CronDef
+from redflow.engine.observers import Observers
 
 if TYPE_CHECKING:
     import redis
@@ -206,7 +206,7 @@ class CronScheduler:
     def step(self) -> float:
         keys, redis = self.client.keys, self.client.redis
         if self.is_leader:
-            self.is_leader = bool(self.client.scripts.renew_lease(lease_key=keys.lock_cron(), token=self.token, lease_ms=CRON_LOCK_MS))
+            self.is_leader = self.client.scripts.renew_cron_lock(token=self.token, lock_ms=CRON_LOCK_MS)
         else:
             self.is_leader = bool(redis.set(keys.lock_cron(), self.token, nx=True, px=CRON_LOCK_MS))
         if not self.is_leader:
@@ -246,6 +246,6 @@ class CronScheduler:
         if self.is_leader:
             self.is_leader = False
             try:
-                self.client.scripts.unlock(lease_key=self.client.keys.lock_cron(), token=self.token)
+                self.client.scripts.release_cron_lock(token=self.token)
             except RedisError as exc:  # the lock expires in 2 s anyway
                 log.info("cron: could not release the leader lock (%s)", exc)

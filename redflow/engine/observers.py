@@ -9,8 +9,9 @@ observer that raises is logged and otherwise ignored.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 log = logging.getLogger("redflow.hooks")
 

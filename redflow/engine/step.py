@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import inspect
 import time
+from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Callable, Mapping, MutableMapping, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import gevent
 from gevent import GreenletExit
@@ -26,9 +27,9 @@ from redflow.core.errors import (
     SerializationError,
     TimeoutError,
 )
-from redflow.engine.context import RunInterrupt
 from redflow.core.keys import step_event_idempotency_key, step_workflow_idempotency_key
 from redflow.core.models import STEP_SUCCEEDED, step_failed_json, step_seq, step_succeeded_json
+from redflow.engine.context import RunInterrupt
 
 if TYPE_CHECKING:
     from redflow.engine.context import CancelSignal, RunInfo

@@ -18,8 +18,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from redflow.engine.observers import Observers
 from redflow.core.models import RunField
+from redflow.engine.observers import Observers
 
 if TYPE_CHECKING:
     from redflow.client import RedflowClient

@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 import gevent
 from gevent import monkey
 from gevent.event import Event
 from redis.exceptions import RedisError
 
+from redflow.client import RedflowClient, create_client, set_default_client
+from redflow.core.errors import RedflowError
 from redflow.engine.attempt import (
     WORKER_STOPPED,
     Abandoned,
@@ -29,15 +32,13 @@ from redflow.engine.attempt import (
     Runtime,
     Skipped,
 )
-from redflow.client import RedflowClient, create_client, set_default_client
-from redflow.store.connection import create_redis, resolve_prefix
-from redflow.store.slot_connection import ClusterSlotConnection, SlotConnection, slot_connection
-from redflow.core.errors import RedflowError
-from redflow.engine.observers import Observers
 from redflow.engine.lease import LeaseKeeper
 from redflow.engine.loops import BACKOFF_MAX_S, CronScheduler, Loop, Promoter, Reaper
-from redflow.registry import Registry, get_default_registry
+from redflow.engine.observers import Observers
 from redflow.engine.sweeper import OrphanSweeper
+from redflow.registry import Registry, get_default_registry
+from redflow.store.connection import create_redis, resolve_prefix
+from redflow.store.slot_connection import ClusterSlotConnection, SlotConnection, slot_connection
 
 log = logging.getLogger("redflow.worker")
 
@@ -314,8 +315,7 @@ class Worker:
 def _require_gevent_patching() -> None:
     if not monkey.is_module_patched("socket"):
         raise RedflowError(
-            "start_worker needs gevent monkey patching: call gevent.monkey.patch_all() first thing "
-            "(the redflow-gevent command does)"
+            "start_worker needs gevent monkey patching: call gevent.monkey.patch_all() first thing (the redflow-gevent command does)"
         )
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from typing import Any
-from urllib.parse import parse_qs, parse_qsl, unquote, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qs, parse_qsl, unquote, urlencode, urlsplit
 
 import redis
 from redis.cluster import ClusterNode, RedisCluster
@@ -84,9 +84,7 @@ def close_redis(client: Any) -> None:
             sentinel.close()
 
 
-def create_redis(
-    url: str | None = None, *, redis_client: Any = None, max_connections: int | None = None, cluster: bool = False
-) -> Any:
+def create_redis(url: str | None = None, *, redis_client: Any = None, max_connections: int | None = None, cluster: bool = False) -> Any:
     """A redis-py client (``Redis`` or ``RedisCluster``) that decodes replies
     (bytes that are not UTF-8 become U+FFFD, then fail as bad JSON).
 

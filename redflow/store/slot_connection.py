@@ -11,17 +11,17 @@ import logging
 import socket
 import threading
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import gevent
 import hiredis
 import redis
 from redis._parsers.base import BaseParser
+from redis.crc import key_slot
 from redis.exceptions import AskError, ClusterDownError, MovedError, NoScriptError, RedisError, ResponseError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
-
-from redis.crc import key_slot
 
 from redflow.store.connection import is_cluster
 

@@ -2,14 +2,14 @@
 
 Replies are decoded with ``errors="replace"``, so such an entry cannot be
 removed by the name a decoded reply gives it; the worker and the reaper
-remove it by its raw bytes in Lua (PURGE_INVALID_ENTRIES_LUA) and say so.
+remove it by its raw bytes in Lua (store/lua/purge_invalid_entries.lua) and say so.
 """
 
 import time
 
 import redis
-
 from helpers import wait_until
+
 from tests.chaos.harness import BINARY_ENTRY
 
 

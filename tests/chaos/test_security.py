@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 import redis
-
 from helpers import ROOT, wait_until
+
 from redflow import create_client
 from tests.chaos.apps.crash_app import registry as crash_registry
 from tests.chaos.harness import BINARY_ENTRY, alive, new_run_id, pickle_input_is_rejected_as_bad_json, write_run
@@ -54,9 +54,7 @@ def test_a_redis_requiring_a_password_works_from_the_url_and_a_wrong_password_is
     assert "AuthenticationError" in wrong.output() and "invalid username-password pair" in wrong.output()
 
 
-def test_an_acl_user_confined_to_its_prefix_and_denied_dangerous_commands_runs_workflows_from_the_url(
-    engine_factory, prefix, workers
-):
+def test_an_acl_user_confined_to_its_prefix_and_denied_dangerous_commands_runs_workflows_from_the_url(engine_factory, prefix, workers):
     rules = ("on", f">{PASSWORD}", f"~{prefix}:*", "resetchannels", "+@all", "-@dangerous")
     engine = engine_factory(extra_args=("--user", "default", "off", "--user", "alice", *rules))
     assert len(run_journeys_through(auth_url(engine.port, user="alice"), prefix, workers)) == 5
@@ -119,13 +117,10 @@ def test_redflow_never_imports_a_deserializer_of_objects_nor_evaluates_code():
 
 
 def lua_scripts() -> dict[str, str]:
-    """The Lua source constants of redflow/store/scripts.py (``*_LUA = "..."``, concatenations included)."""
-    tree = ast.parse((ROOT / "redflow" / "store" / "scripts.py").read_text())
-    scripts = {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name) and node.targets[0].id.endswith("_LUA"):
-            scripts[node.targets[0].id] = "".join(c.value for c in ast.walk(node.value) if isinstance(c, ast.Constant))
-    return scripts
+    """Every Lua script redflow runs, with its helpers (redflow/store/lua/*.lua)."""
+    from redflow.store.scripts import SCRIPTS, script_source
+
+    return {name: script_source(name) for name in SCRIPTS}
 
 
 def test_redflow_lua_scripts_never_load_code_and_json_is_decoded_by_orjson_only():

@@ -1,0 +1,31 @@
+-- cancel_run (needs status.lua, finalize.lua): a client's cancel.
+-- A queued or scheduled run is canceled at once, and so is a running one
+-- whose lease is gone (nobody is executing it: its worker died or stalled;
+-- a stalled one is refused at its next write). A running run whose lease is
+-- held gets cancelRequestedAt, and its worker stops it.
+-- KEYS: run, the six status zsets, done, queue scheduled, lease, queue processing
+-- ARGV: run id, now ms, reason, errorJson, wake ttl ms
+-- Returns "canceled" | "requested" | "terminal" | "missing".
+local run_key = KEYS[1]
+local index = status_keys(2)
+local done_key, queue_scheduled_key, lease_key, processing_key = KEYS[8], KEYS[9], KEYS[10], KEYS[11]
+local run_id, now, reason, error_json, wake_ttl = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+
+local prev = redis.call("hget", run_key, "status")
+if not prev then
+  return "missing"
+end
+if TERMINAL[prev] then
+  return "terminal"
+end
+redis.call("hset", run_key, "cancelRequestedAt", now, "cancelReason", reason)
+local unheld = prev == "running" and redis.call("exists", lease_key) == 0
+if prev == "queued" or prev == "scheduled" or unheld then
+  finalize(run_key, index, done_key, run_id, prev, "canceled", now, now, "", error_json, wake_ttl)
+  redis.call("zrem", queue_scheduled_key, run_id)
+  if unheld then
+    redis.call("lrem", processing_key, 0, run_id)
+  end
+  return "canceled"
+end
+return "requested"

@@ -1,0 +1,43 @@
+-- enqueue_run: create a run and enqueue it, or return the run its
+-- idempotency key holds.
+-- KEYS: run, runs:created, status:queued, status:scheduled, workflow-runs,
+--       queue ready, queue scheduled, idempotency key (the run key when none)
+-- ARGV: run id, workflow, queue, inputJson, createdAt ms,
+--       availableAt ms (<= createdAt: now), maxAttempts, "1" if idempotent,
+--       idempotency ttl s, run id the key may be replaced from (a failed,
+--       canceled or missing run the client saw), parentRunId ("" for none)
+-- Returns {"created", run id} | {"existing", run id}.
+local run_key, created_key, queued_key, scheduled_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local workflow_runs_key, ready_key, queue_scheduled_key, idem_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local run_id, workflow, queue, input_json, created_at = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local available_at, max_attempts, idempotent, idem_ttl = ARGV[6], ARGV[7], ARGV[8] == "1", ARGV[9]
+local replace_id, parent_run_id = ARGV[10], ARGV[11]
+
+if idempotent then
+  local current = redis.call("get", idem_key)
+  if current and current ~= "" and current ~= replace_id then
+    redis.call("expire", idem_key, idem_ttl)
+    return {"existing", current}
+  end
+  redis.call("set", idem_key, run_id, "EX", idem_ttl)
+end
+local scheduled = tonumber(available_at) > tonumber(created_at)
+local status = scheduled and "scheduled" or "queued"
+redis.call("hset", run_key,
+  "workflow", workflow, "queue", queue, "status", status, "inputJson", input_json,
+  "attempt", "0", "maxAttempts", max_attempts, "createdAt", created_at,
+  "cancelRequestedAt", "", "cancelReason", "")
+if parent_run_id ~= "" then
+  redis.call("hset", run_key, "parentRunId", parent_run_id)
+end
+redis.call("zadd", created_key, created_at, run_id)
+redis.call("zadd", workflow_runs_key, created_at, run_id)
+if scheduled then
+  redis.call("hset", run_key, "availableAt", available_at)
+  redis.call("zadd", scheduled_key, created_at, run_id)
+  redis.call("zadd", queue_scheduled_key, available_at, run_id)
+else
+  redis.call("zadd", queued_key, created_at, run_id)
+  redis.call("lpush", ready_key, run_id)
+end
+return {"created", run_id}

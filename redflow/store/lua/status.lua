@@ -1,0 +1,28 @@
+-- Helper: the six runs:status:* index zsets and moving a run between them.
+-- Scripts that change a run's status get the six zsets as consecutive KEYS,
+-- in keys.RUN_STATUSES order, and name the first one's position.
+local TERMINAL = {succeeded = true, failed = true, canceled = true}
+local STATUS_ORDER = {"scheduled", "queued", "running", "succeeded", "failed", "canceled"}
+
+-- status -> index key, from the six KEYS starting at ``first``.
+local function status_keys(first)
+  local keys = {}
+  for i, status in ipairs(STATUS_ORDER) do
+    keys[status] = KEYS[first + i - 1]
+  end
+  return keys
+end
+
+-- Set the run's status (with ``fields``, more field/value pairs, in one
+-- HSET) and move it from the ``prev`` index to the ``next_status`` one.
+local function move_status(run_key, index, run_id, prev, next_status, at, fields)
+  if prev and index[prev] then
+    redis.call("zrem", index[prev], run_id)
+  end
+  if fields then
+    redis.call("hset", run_key, "status", next_status, unpack(fields))
+  else
+    redis.call("hset", run_key, "status", next_status)
+  end
+  redis.call("zadd", index[next_status], at, run_id)
+end
