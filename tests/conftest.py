@@ -8,22 +8,21 @@ from gevent import monkey
 
 monkey.patch_all()
 
-import uuid  # noqa: E402
-from typing import Iterator  # noqa: E402
+from collections.abc import Iterator  # noqa: E402
 
 import pytest  # noqa: E402
 import redis  # noqa: E402
 
-from redflow import Registry, create_client, start_worker  # noqa: E402
+from redflow import Registry, create_client  # noqa: E402
 from redflow.testing import RedisServer  # noqa: E402
 
-from helpers import started  # noqa: E402
+# The shipped pytest plugin (redflow.testing.pytest_plugin) starts the
+# private server and makes prefixes and workers; these names are the suite's.
 
 
 @pytest.fixture(scope="session")
-def redis_server() -> Iterator[RedisServer]:
-    with started(RedisServer(), "a private redis-server") as server:
-        yield server
+def redis_server(redflow_redis_server: RedisServer) -> RedisServer:
+    return redflow_redis_server
 
 
 @pytest.fixture
@@ -34,8 +33,8 @@ def redis_url(redis_server: RedisServer) -> str:
 
 
 @pytest.fixture
-def prefix() -> str:
-    return f"rftest:{uuid.uuid4().hex[:12]}"
+def prefix(redflow_prefix: str) -> str:
+    return redflow_prefix
 
 
 @pytest.fixture
@@ -68,21 +67,15 @@ def redis_servers() -> Iterator[list[RedisServer]]:
 
 
 @pytest.fixture
-def start(redis_url: str, prefix: str, registry: Registry):
-    """Start in-process workers on the test's prefix (fast lease and reaper); all stopped at teardown."""
-    workers = []
+def start(redflow_worker, redis_url: str, registry: Registry):
+    """Start in-process workers on the test's prefix (fast lease and reaper; the
+    test's registry by default); all stopped at teardown."""
 
     def _start(reg: Registry | None = None, **options):
-        options.setdefault("lease_ms", 1000)
-        options.setdefault("reaper_interval_ms", 100)
-        options.setdefault("blmove_timeout", 0.2)
-        worker = start_worker(reg if reg is not None else registry, url=options.pop("url", redis_url), prefix=prefix, **options)
-        workers.append(worker)
-        return worker
+        options.setdefault("url", redis_url)  # the cluster suite's URL where it overrides redis_url
+        return redflow_worker(reg if reg is not None else registry, **options)
 
-    yield _start
-    for worker in workers:
-        worker.stop(timeout=5)
+    return _start
 
 
 @pytest.fixture

@@ -23,15 +23,16 @@ session of the environment, before your conftest has patched anything).
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 if TYPE_CHECKING:
     from redflow.client import RedflowClient
+    from redflow.engine.worker import Worker
     from redflow.registry import Registry
     from redflow.testing import RedisServer
-    from redflow.engine.worker import Worker
 
 #: Quicker than production defaults, so that tests stop and recover fast.
 WORKER_TEST_DEFAULTS = {"lease_ms": 1000, "reaper_interval_ms": 100, "blmove_timeout": 0.2}
@@ -80,7 +81,8 @@ def redflow_worker(redflow_redis_server: RedisServer, redflow_prefix: str) -> It
     def start(registry: Registry | None = None, **options: Any) -> Worker:
         for name, value in WORKER_TEST_DEFAULTS.items():
             options.setdefault(name, value)
-        worker = start_worker(registry, url=redflow_redis_server.url, prefix=redflow_prefix, **options)
+        options.setdefault("url", redflow_redis_server.url)
+        worker = start_worker(registry, prefix=redflow_prefix, **options)
         workers.append(worker)
         return worker
 
