@@ -13,7 +13,11 @@ setup(
     python_requires=">=3.11",
     packages=find_packages(include=["redflow", "redflow.*"]),
     include_package_data=True,
-    package_data={"redflow": ["py.typed"], "redflow.ops": ["dashboard_assets/*.html", "dashboard_assets/*.css"], "redflow.store": ["lua/*.lua"]},
+    package_data={
+        "redflow": ["py.typed"],
+        "redflow.ops": ["dashboard_assets/*.html", "dashboard_assets/*.css"],
+        "redflow.store": ["lua/*.lua"],
+    },
     install_requires=[
         "gevent>=23.9",
         "redis>=5",
@@ -23,8 +27,15 @@ setup(
     ],
     extras_require={
         "test": [
-            "pytest>=8", "pytest-benchmark>=4", "hypothesis>=6.100", "gunicorn>=22", "prometheus_client>=0.17", "selenium>=4.11",
-            "ruff>=0.6", "mypy>=1.10", "types-croniter",
+            "pytest>=8",
+            "pytest-benchmark>=4",
+            "hypothesis>=6.100",
+            "gunicorn>=22",
+            "prometheus_client>=0.17",
+            "selenium>=4.11",
+            "ruff>=0.6",
+            "mypy>=1.10",
+            "types-croniter",
         ],
         "metrics": ["prometheus_client>=0.17"],
     },

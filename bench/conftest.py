@@ -8,7 +8,7 @@ from gevent import monkey
 
 monkey.patch_all()
 
-from typing import Iterator  # noqa: E402
+from collections.abc import Iterator  # noqa: E402
 
 import pytest  # noqa: E402
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 from redflow.bench.phases import Bench, Staged, open_bench, per_run_redis, preload, wait_warm
 from redflow.bench.probe import ServerSample, server_delta

@@ -5,7 +5,6 @@ per run over its rounds (the bench's own release of each run taken out).
 """
 
 import pytest
-
 from hotpath import hot_path_timer, nothing, staged
 
 ROUNDS = 300

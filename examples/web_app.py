@@ -22,7 +22,8 @@ monkey.patch_all()  # first thing; a no-op under gunicorn -k gevent, which has p
 import argparse  # noqa: E402
 import logging  # noqa: E402
 import signal  # noqa: E402
-from typing import Any, Callable  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from typing import Any
 from urllib.parse import parse_qs  # noqa: E402
 
 import gevent  # noqa: E402

@@ -69,8 +69,6 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from redflow.client import RedflowClient, create_client, get_default_client, set_default_client
-    from redflow.handle import RunHandle
-    from redflow.engine.context import CancelSignal, OnFailureContext, RunInfo, WorkflowContext
     from redflow.core.errors import (
         CanceledError,
         CorruptDataError,
@@ -86,5 +84,7 @@ if TYPE_CHECKING:
         UnknownWorkflowError,
     )
     from redflow.core.models import Run, Step
-    from redflow.registry import CronTrigger, Registry, Workflow, define_workflow, get_default_registry
+    from redflow.engine.context import CancelSignal, OnFailureContext, RunInfo, WorkflowContext
     from redflow.engine.worker import Worker, WorkerOptions, start_worker
+    from redflow.handle import RunHandle
+    from redflow.registry import CronTrigger, Registry, Workflow, define_workflow, get_default_registry

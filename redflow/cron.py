@@ -9,7 +9,7 @@ what defines the trigger, so every worker and client computes the same id.
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime, timezone as dt_timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -30,7 +30,7 @@ def _seconds_first(expression: str) -> bool:
 
 def _zone(name: str | None) -> Any:
     if not name:
-        return dt_timezone.utc
+        return UTC
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError) as exc:

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import builtins
-
 import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from redflow import cron
 from redflow.core.errors import InputValidationError, RedflowError
 
 if TYPE_CHECKING:
     from redflow.client import RedflowClient
-    from redflow.handle import RunHandle
     from redflow.engine.context import OnFailureContext, WorkflowContext
+    from redflow.handle import RunHandle
 
 Handler = Callable[["WorkflowContext"], Any]
 OnFailure = Callable[["OnFailureContext"], Any]

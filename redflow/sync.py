@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from redflow.core import codec
-
 from redflow import cron
+from redflow.core import codec
 from redflow.core.errors import RedflowError
 from redflow.core.models import EventDef, WorkflowField, cron_def_json, event_def_json
 from redflow.registry import CronTrigger, Registry, Workflow
@@ -94,9 +93,7 @@ def _sync_crons(
         pipe.hdel(keys.cron_def(), *stale)
         pipe.zrem(keys.cron_next(), *stale)
     for cron_id, trigger, prev_def in zip(cron_ids, wf.cron, prev_defs):
-        definition = cron_def_json(
-            cron_id, wf.name, wf.queue, trigger.expression, trigger.timezone, codec.dumps(trigger.run_input)
-        )
+        definition = cron_def_json(cron_id, wf.name, wf.queue, trigger.expression, trigger.timezone, codec.dumps(trigger.run_input))
         pipe.hset(keys.cron_def(), cron_id, definition)
         next_at = cron.next_fire_ms(trigger.expression, trigger.timezone, now)
         # An unchanged trigger keeps its schedule (restarts must not reset it).

@@ -8,9 +8,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
 
 import gevent
 import pytest
@@ -92,7 +93,7 @@ class WorkerProcess:
             self.proc.kill()
             self.proc.wait()
 
-    def __enter__(self) -> "WorkerProcess":
+    def __enter__(self) -> WorkerProcess:
         return self
 
     def __exit__(self, *exc: object) -> None:

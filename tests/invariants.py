@@ -13,7 +13,8 @@ run between two of its moves).
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 _CHECK_LUA = """
 -- KEYS: per run, 4 keys: run, ready, processing, scheduled; ARGV: the run ids

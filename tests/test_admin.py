@@ -5,8 +5,8 @@ import subprocess
 
 import orjson
 import pytest
-
 from helpers import CLI, ROOT, wait_until
+
 from redflow import define_workflow
 from redflow.ops.cli import build_parser
 from redflow.testing import free_port
@@ -106,7 +106,10 @@ def test_queues_counts_ready_processing_and_scheduled(cli, registry, client, r):
     client.run("q1", delay=3600)
     r.lmove(client.keys.queue_ready("alpha"), client.keys.queue_processing("alpha"), "RIGHT", "LEFT")  # as a worker's claim
     code, out, _ = cli("queues")
-    assert code == 0 and [line.split() for line in out.splitlines()] == [["QUEUE", "READY", "PROCESSING", "SCHEDULED"], ["alpha", "2", "1", "1"]]
+    assert code == 0 and [line.split() for line in out.splitlines()] == [
+        ["QUEUE", "READY", "PROCESSING", "SCHEDULED"],
+        ["alpha", "2", "1", "1"],
+    ]
     code, out, _ = cli("queues", "--json")
     assert orjson.loads(out) == [{"queue": "alpha", "ready": 2, "processing": 1, "scheduled": 1}]
 
@@ -164,7 +167,10 @@ def test_the_command_reads_redis_url_and_prefix_from_the_environment(redis_url, 
         ("redis://:s3cret@127.0.0.1:1/0", "redis://***@127.0.0.1:1/0"),
         ("redis://bob:s3cret@127.0.0.1:1/0", "redis://bob:***@127.0.0.1:1/0"),
         ("redis://s3cret@127.0.0.1:1/0", "redis://***@127.0.0.1:1/0"),
-        ("redis+sentinel://u:s3cret@h:1,h:2/svc?sentinel_password=s3cret&db=2", "redis+sentinel://u:***@h:1,h:2/svc?sentinel_password=***&db=2"),
+        (
+            "redis+sentinel://u:s3cret@h:1,h:2/svc?sentinel_password=s3cret&db=2",
+            "redis+sentinel://u:***@h:1,h:2/svc?sentinel_password=***&db=2",
+        ),
         ("unix:///tmp/r.sock?db=1&password=s3cret", "unix:///tmp/r.sock?db=1&password=***"),
         ("redis://127.0.0.1:1/0", "redis://127.0.0.1:1/0"),
     ],

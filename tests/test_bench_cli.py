@@ -4,12 +4,12 @@ fails on a regression. No speed is asserted: the machine is shared."""
 import subprocess
 
 import pytest
-
 from helpers import CLI, ROOT
-from redflow.core import codec
+
 from redflow.bench.probe import percentiles
 from redflow.bench.profile import summarize
 from redflow.bench.report import COMPARED, HIGHER, LOWER, compare, figure
+from redflow.core import codec
 
 SMALL = ["-n", "200", "-c", "20", "--rate", "400", "--paced-runs", "40", "--idle", "0.5"]
 TINY = ["-n", "100", "-c", "5", "--rate", "0", "--idle", "0"]

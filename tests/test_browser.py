@@ -11,11 +11,11 @@ import tempfile
 
 import gevent
 import pytest
+from helpers import wait_until
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
-from helpers import wait_until
 from redflow import NonRetryableError, define_workflow
 from redflow.ops.dashboard import NOTICES, serve
 

@@ -4,8 +4,9 @@ import signal
 import time
 
 from helpers import WorkerProcess, wait_until
-from redflow.core import clock, codec
+
 from redflow import create_client
+from redflow.core import clock, codec
 from redflow.registry import Registry
 
 

@@ -8,8 +8,8 @@ from urllib.parse import urlencode, urlsplit
 
 import gevent
 import pytest
-
 from helpers import CLI, ROOT, wait_until
+
 from redflow import RedflowError, create_client, define_workflow
 from redflow.ops.dashboard import Dashboard, serve
 from redflow.testing import free_port
@@ -77,7 +77,7 @@ def test_the_overview_shows_queues_cron_and_runs_escaped_and_filterable(dashboar
     assert status == 200 and headers["content-type"] == "text/html; charset=utf-8"
     assert "default-src 'none'" in headers["content-security-policy"] and headers["x-frame-options"] == "DENY"
     assert all(run_id in page for run_id in runs.values())
-    assert "<td>nobody-serves-this</td><td class=\"num\">1</td>" in page  # its run waits in ready
+    assert '<td>nobody-serves-this</td><td class="num">1</td>' in page  # its run waits in ready
     assert "<code>*/10 * * * *</code>" in page
     assert "ValueError: &lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script" not in page
     assert TOKEN not in page and redis_url not in page
@@ -152,7 +152,7 @@ def test_a_running_run_is_canceled_through_its_worker(dashboard, start, registry
 def test_without_a_token_actions_are_refused_and_not_offered(dashboard, runs, client):
     port = dashboard(token=None)
     _, _, page = request(port, "GET", f"/runs/{runs['queued']}")
-    assert "Actions are off" in page and "<form class=\"action\"" not in page
+    assert "Actions are off" in page and '<form class="action"' not in page
     status, _, page = request(port, "POST", f"/runs/{runs['queued']}/cancel", form={"token": ""})
     assert status == 403 and "Actions are off" in page
     assert client.get_run(runs["queued"]).status == "queued"
@@ -194,7 +194,9 @@ def test_bad_requests_and_an_unreachable_or_corrupt_redis_get_clear_pages(dashbo
     assert status == 400 and "The workflow name is too long." in page
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     try:  # a form that is not UTF-8
-        conn.request("POST", f"/runs/{runs['queued']}/cancel", body=b"token=\xff\xfe", headers={"Content-Type": "application/x-www-form-urlencoded"})
+        conn.request(
+            "POST", f"/runs/{runs['queued']}/cancel", body=b"token=\xff\xfe", headers={"Content-Type": "application/x-www-form-urlencoded"}
+        )
         resp = conn.getresponse()
         assert resp.status == 400 and "The form is not valid." in resp.read().decode()
     finally:
@@ -234,7 +236,7 @@ def test_one_run_with_a_payload_nested_too_deep_fails_no_page(dashboard, runs, c
 
     status, _, page = request(port, "GET", f"/runs/{undecodable}")
     assert status == 200 and "(unreadable, shown as stored: " in page and "depth limit exceeded" in page
-    assert '[&quot;&lt;b&gt;&quot;,[[[[' in page and "<b>" not in page and len(page) < 40_000  # escaped, bounded
+    assert "[&quot;&lt;b&gt;&quot;,[[[[" in page and "<b>" not in page and len(page) < 40_000  # escaped, bounded
     status, _, page = request(port, "GET", f"/runs/{unindentable}")
     assert status == 200 and "(nested too deep to indent, shown compact)" in page and nested(300) in page
     status, _, page = request(port, "GET", f"/runs/{huge}")

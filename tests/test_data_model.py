@@ -6,10 +6,8 @@ import hashlib
 import orjson
 import pytest
 
-from redflow.core import codec
-
 from redflow import cron
-from redflow.store.connection import resolve_prefix
+from redflow.core import codec
 from redflow.core.errors import (
     CanceledError,
     InputValidationError,
@@ -29,6 +27,7 @@ from redflow.core.keys import (
 )
 from redflow.core.models import step_failed_json, step_running_json, step_succeeded_json
 from redflow.registry import CronTrigger
+from redflow.store.connection import resolve_prefix
 
 K = Keys("redflow:v1")
 

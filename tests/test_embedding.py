@@ -11,8 +11,8 @@ from pathlib import Path
 
 import orjson
 import pytest
-
 from helpers import ROOT, wait_until
+
 from redflow.testing import free_port
 
 GUNICORN = str(Path(sys.executable).with_name("gunicorn"))
@@ -84,7 +84,10 @@ def test_the_example_app_runs_workflows_in_process_and_its_worker_stops_with_the
     assert status == 200 and run["status"] == "succeeded", run
     assert run["output"] == {"greeting": "Hello, Ada!", "shouted": "HELLO, ADA!"}
 
-    assert call(srv.base + "/runs", {"name": ""}) == (400, {"error": "Workflow input validation failed: input needs a non-empty string 'name'"})
+    assert call(srv.base + "/runs", {"name": ""}) == (
+        400,
+        {"error": "Workflow input validation failed: input needs a non-empty string 'name'"},
+    )
     assert call(srv.base + "/runs/run_nope")[0] == 404
     assert call(f"{srv.base}/runs/{started['id']}?wait=soon") == (400, {"error": "wait must be a number of seconds"})
     request = urllib.request.Request(srv.base + "/runs", data=b"{not json", method="POST")

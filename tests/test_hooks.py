@@ -1,8 +1,8 @@
 """Observers see attempts, steps, claims, lost leases and recoveries."""
 
 import gevent
-
 from helpers import wait_until
+
 from redflow import define_workflow
 from redflow.engine.observers import WorkerObserver
 

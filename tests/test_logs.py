@@ -9,8 +9,8 @@ from pathlib import Path
 import gevent
 import orjson
 import pytest
-
 from helpers import CLI, ROOT, wait_until
+
 from redflow import define_workflow
 from redflow.ops.logs import JsonFormatter
 
@@ -103,6 +103,7 @@ def test_the_text_format_keeps_each_record_on_its_own_lines_whatever_the_message
     stream = io.StringIO()
     setup_logging("info", "text", stream)
     try:
+
         @define_workflow("forger", registry=registry, max_attempts=1)
         def forger(ctx):
             raise RuntimeError(f"bad\n{FORGED}\r\x1b[2K")

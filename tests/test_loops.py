@@ -6,8 +6,8 @@ import time
 
 import gevent
 import pytest
-
 from helpers import wait_until
+
 from redflow import create_client, define_workflow, start_worker
 from redflow.core import clock, codec
 from redflow.engine.loops import Loop

@@ -7,9 +7,9 @@ import urllib.request
 
 import gevent
 import pytest
+from helpers import CLI, WorkerProcess, wait_until
 from prometheus_client.parser import text_string_to_metric_families
 
-from helpers import CLI, WorkerProcess, wait_until
 from redflow import NonRetryableError, RedflowError, define_workflow
 from redflow.ops.metrics import MetricsObserver, MetricsServer, parse_listen, start_metrics_server
 from redflow.testing import free_port
@@ -19,9 +19,7 @@ def scrape(url):
     """{(name, frozenset(labels)): value} of every sample at ``url``."""
     with urllib.request.urlopen(url, timeout=10) as resp:
         text = resp.read().decode()
-    return {
-        (s.name, frozenset(s.labels.items())): s.value for family in text_string_to_metric_families(text) for s in family.samples
-    }
+    return {(s.name, frozenset(s.labels.items())): s.value for family in text_string_to_metric_families(text) for s in family.samples}
 
 
 def value(samples, name, **labels):

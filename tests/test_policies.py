@@ -14,8 +14,8 @@ from redflow.core.errors import (
     TimeoutError,
     UnknownWorkflowError,
 )
-from redflow.registry import Registry, define_workflow, validate_input
 from redflow.core.retry import compute_retry_delay_ms, is_retryable
+from redflow.registry import Registry, define_workflow, validate_input
 
 
 @pytest.mark.parametrize(

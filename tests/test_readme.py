@@ -19,7 +19,7 @@ def runnable_blocks() -> tuple[str, str, str]:
     """The Workflows, Client and Worker examples (the other blocks show
     servers, or are the examples/ files that their own tests run)."""
     blocks = python_blocks()
-    workflows = next(b for b in blocks if "@define_workflow(\n    \"send-welcome\"" in b)
+    workflows = next(b for b in blocks if '@define_workflow(\n    "send-welcome"' in b)
     client = next(b for b in blocks if "client = create_client()" in b)
     worker = next(b for b in blocks if "with start_worker(registry, concurrency=50)" in b)
     return workflows, client, worker

@@ -5,11 +5,11 @@ from pathlib import Path
 
 import pytest
 import redis
-
 from helpers import wait_until
+
 from redflow import create_client, define_workflow, start_worker
-from redflow.store.connection import close_redis
 from redflow.core.errors import RedflowError
+from redflow.store.connection import close_redis
 from redflow.testing import RedisServer, free_port
 
 

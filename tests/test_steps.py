@@ -4,8 +4,8 @@ import time
 
 import gevent
 import pytest
-
 from helpers import wait_until
+
 from redflow import CanceledError, RunFailedError, define_workflow
 from redflow.core import codec
 from redflow.core.keys import step_event_idempotency_key, step_workflow_idempotency_key

@@ -6,8 +6,8 @@ import time
 
 import gevent
 import pytest
-
 from helpers import ROOT
+
 from redflow import (
     CanceledError,
     InputValidationError,
@@ -56,7 +56,11 @@ def test_a_workflow_its_child_and_its_event_subscribers_run_inline(registry):
         ("notify", "succeeded", 3, [placed.id]), ("remind", "succeeded", 4, [reminder.id]),
     ]  # fmt: skip
     (invoice_run,) = run.children  # event runs have no parent, as with Redis
-    assert (invoice_run.workflow, invoice_run.status, steps_of(invoice_run.steps)) == ("invoice", "succeeded", [("total", "succeeded", 1, 10)])
+    assert (invoice_run.workflow, invoice_run.status, steps_of(invoice_run.steps)) == (
+        "invoice",
+        "succeeded",
+        [("total", "succeeded", 1, 10)],
+    )
     assert (placed.workflow, placed.status, placed.output, reminder.status) == ("audit", "succeeded", "logged", "scheduled")
     assert [(e.name, e.at is None) for e in run.events] == [("order.placed", True), ("order.reminder", False)]
     assert all(r.id.startswith("run_") for r in runner.runs.values()) and len(runner.runs) == 4
@@ -195,13 +199,31 @@ def test_run_inline_needs_neither_redis_nor_gevent_patching():
 
 
 def test_the_example_user_suite_passes_with_the_plugin_fixtures():
-    cmd = [sys.executable, "-m", "gevent.monkey", "--module", "pytest", "examples/test_example_user_suite.py", "-q", "-p", "no:cacheprovider"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "gevent.monkey",
+        "--module",
+        "pytest",
+        "examples/test_example_user_suite.py",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+    ]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "4 passed" in done.stdout.splitlines()[-1]
 
 
 def test_the_worker_fixture_says_what_to_do_without_gevent_patching():
-    cmd = [sys.executable, "-m", "pytest", "examples/test_example_user_suite.py::test_a_quote_on_a_real_worker", "-q", "-p", "no:cacheprovider"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "examples/test_example_user_suite.py::test_a_quote_on_a_real_worker",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+    ]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 1 and "start_worker needs gevent monkey patching" in done.stdout

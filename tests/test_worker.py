@@ -4,8 +4,8 @@ import time
 
 import gevent
 import pytest
-
 from helpers import wait_until, write_run
+
 from redflow import (
     CanceledError,
     NonRetryableError,
@@ -13,8 +13,8 @@ from redflow import (
     define_workflow,
 )
 from redflow.core import clock
-from redflow.engine.worker import WorkerOptions
 from redflow.core.errors import RedflowError
+from redflow.engine.worker import WorkerOptions
 
 
 def count(r, prefix, name):

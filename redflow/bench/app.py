@@ -9,7 +9,8 @@ no-op run is claim, start and finalize and nothing else, and each step of
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from redflow.core import codec
 from redflow.core.models import step_succeeded_json
@@ -59,7 +60,4 @@ def run_input(step_count: int) -> Any:
 def stored_steps(step_count: int, at_ms: int) -> dict[str, str]:
     """The steps hash of a run whose ``bench-steps`` steps all succeeded
     already (in the data-model format), so that a new attempt replays them."""
-    return {
-        step_name(index): step_succeeded_json(index + 1, at_ms, at_ms, codec.dumps(index))
-        for index in range(step_count)
-    }
+    return {step_name(index): step_succeeded_json(index + 1, at_ms, at_ms, codec.dumps(index)) for index in range(step_count)}

@@ -14,7 +14,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from redflow.bench import profile as bench_profile
 from redflow.bench import report as bench_report
@@ -135,5 +136,3 @@ def _meta(args: argparse.Namespace, bench: Bench, url: str) -> dict[str, Any]:
         "paced_runs": args.paced_runs,
         "idle_s": args.idle,
     }
-
-

@@ -18,15 +18,16 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator, TextIO
+from typing import Any, TextIO
 
 import gevent
 from gevent.pool import Group
 
 from redflow.bench import app as bench_app
-from redflow.bench.profile import recording
 from redflow.bench.probe import BenchError, Probe, ServerDelta, Timing, percentiles, process_sample, server_delta
+from redflow.bench.profile import recording
 from redflow.bench.worker import BenchTimeout, BenchWorker, InProcessWorker, SubprocessWorker
 from redflow.client import RedflowClient
 from redflow.handle import RunHandle
@@ -84,9 +85,7 @@ def open_bench(
     prefix = f"redflow-bench:{uuid.uuid4().hex[:12]}"
     probe = Probe(url)
     client = RedflowClient(create_redis(url), prefix=prefix, registry=bench_app.registry, owns_redis=True)
-    worker: BenchWorker = (
-        SubprocessWorker(url, prefix, concurrency, probe) if subprocess else InProcessWorker(url, prefix, concurrency)
-    )
+    worker: BenchWorker = SubprocessWorker(url, prefix, concurrency, probe) if subprocess else InProcessWorker(url, prefix, concurrency)
     try:
         yield Bench(probe, client, worker, concurrency, steps, replay, timeout_s, progress)
     finally:
@@ -266,4 +265,3 @@ def idle(bench: Bench, seconds: float) -> dict[str, Any]:
         "round_trips_per_s": delta.trips / elapsed,
         "commands_per_s_by_command": {name: calls / elapsed for name, calls in delta.commands.most_common()},
     }
-

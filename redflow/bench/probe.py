@@ -19,8 +19,9 @@ from __future__ import annotations
 import os
 import resource
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import redis
 from gevent.event import Event

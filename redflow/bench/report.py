@@ -12,12 +12,12 @@ import datetime
 import os
 import platform
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from redflow import __version__
-
 from redflow.core import codec
 
 HIGHER, LOWER = "higher", "lower"
@@ -55,7 +55,7 @@ def machine() -> dict[str, Any]:
     except OSError:
         model = platform.processor()
     return {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "host": platform.node(),
         "platform": platform.platform(),
         "cpu": model,
@@ -156,8 +156,7 @@ def _drain_lines(drain: dict[str, Any]) -> Iterator[str]:
     yield f"        Redis round trips / run  {drain['round_trips_per_run']:.2f}   commands / run  {drain['commands_per_run']:.2f}"
     yield f"          ({_split(drain['commands_per_run_by_command'], 'per run; includes the commands scripts call')})"
     yield (
-        f"        CPU / 1,000 runs: worker {drain['worker_cpu_s_per_1000_runs']:.3f} s, "
-        f"Redis {drain['redis_cpu_s_per_1000_runs']:.3f} s"
+        f"        CPU / 1,000 runs: worker {drain['worker_cpu_s_per_1000_runs']:.3f} s, Redis {drain['redis_cpu_s_per_1000_runs']:.3f} s"
     )
 
 

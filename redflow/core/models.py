@@ -7,8 +7,9 @@ are integer ms; the objects here carry float unix seconds.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from redflow.core import codec
 from redflow.core.clock import ms_to_s
@@ -187,7 +188,9 @@ class Step:
         record = decoded(raw, what)
         if not isinstance(record, dict):
             reason = record.reason if isinstance(record, Unreadable) else "not a JSON object"
-            return cls(name=name, status=STEP_UNREADABLE, seq=0, output=Unreadable(raw, reason), error=None, started_at=None, finished_at=None)
+            return cls(
+                name=name, status=STEP_UNREADABLE, seq=0, output=Unreadable(raw, reason), error=None, started_at=None, finished_at=None
+            )
         output_json = record.get("outputJson")
         error_json = record.get("errorJson")
         error = None if error_json is None else decoded(error_json, f"{what} error")
@@ -196,7 +199,11 @@ class Step:
             status=str(record.get("status", "")),
             seq=step_seq(record) or 0,
             output=None if output_json is None else decoded(output_json, f"{what} output"),
-            error=unreadable_error(error) if isinstance(error, Unreadable) else error if isinstance(error, dict) or error is None else {"message": str(error)},
+            error=unreadable_error(error)
+            if isinstance(error, Unreadable)
+            else error
+            if isinstance(error, dict) or error is None
+            else {"message": str(error)},
             started_at=ms_to_s(record.get("startedAt")),
             finished_at=ms_to_s(record.get("finishedAt")),
         )
@@ -224,9 +231,7 @@ def step_succeeded_json(seq: int, started_at: int, finished_at: int, output_json
 
 
 def step_failed_json(seq: int, started_at: int, finished_at: int, error_json: str) -> str:
-    return codec.dumps(
-        {"status": STEP_FAILED, "seq": seq, "startedAt": started_at, "finishedAt": finished_at, "errorJson": error_json}
-    )
+    return codec.dumps({"status": STEP_FAILED, "seq": seq, "startedAt": started_at, "finishedAt": finished_at, "errorJson": error_json})
 
 
 # -- trigger definitions ---------------------------------------------------

@@ -11,19 +11,20 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-from datetime import datetime, timezone
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any
 
 from redis.exceptions import RedisError
 
-from redflow.core import codec
 from redflow.client import RedflowClient, create_client
-from redflow.store.connection import redacted_url, resolve_prefix, resolve_url
+from redflow.core import codec
 from redflow.core.errors import RedflowError
 from redflow.core.keys import RUN_STATUSES
 from redflow.core.models import CronDef, Run, Step
-from redflow.registry import Registry
 from redflow.ops.shown import shown_json
+from redflow.registry import Registry
+from redflow.store.connection import redacted_url, resolve_prefix, resolve_url
 
 PREVIEW_CHARS = 60
 
@@ -130,7 +131,9 @@ def retry_run(client: RedflowClient, run_id: str) -> ActionResult:
     if run is None:
         return ActionResult(run_id, False, None, f"no run {run_id}")
     if not done:
-        why = "a live worker holds it" if run.status == "running" else "only failed or canceled runs, or running runs no worker holds, retry"
+        why = (
+            "a live worker holds it" if run.status == "running" else "only failed or canceled runs, or running runs no worker holds, retry"
+        )
         return ActionResult(run_id, False, run.status, f"not retried: the run is {run.status} ({why})")
     return ActionResult(run_id, True, run.status, "queued again; its succeeded steps will replay")
 
@@ -142,7 +145,7 @@ def fmt_time(t: float | None) -> str:
     """Unix seconds as UTC ``YYYY-mm-dd HH:MM:SS``; ``-`` for none."""
     if t is None:
         return "-"
-    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def fmt_seconds(seconds: float) -> str:

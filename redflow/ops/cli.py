@@ -14,7 +14,8 @@ import logging  # noqa: E402
 import os  # noqa: E402
 import signal  # noqa: E402
 import sys  # noqa: E402
-from typing import TYPE_CHECKING, Sequence  # noqa: E402
+from collections.abc import Sequence  # noqa: E402
+from typing import TYPE_CHECKING
 
 import gevent  # noqa: E402
 
@@ -102,9 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("-c", "--concurrency", type=int, default=10, help="greenlet consumer slots (default 10)")
     worker.add_argument("-Q", "--queues", help="comma-separated queues (default: those of the workflows)")
     worker.add_argument("--redis-url", default=None, help="default: $REDIS_URL or redis://127.0.0.1:6379/0")
-    worker.add_argument(
-        "--cluster", action="store_true", help="the URL names a Redis Cluster node (as redis+cluster:// URLs do)"
-    )
+    worker.add_argument("--cluster", action="store_true", help="the URL names a Redis Cluster node (as redis+cluster:// URLs do)")
     worker.add_argument("--prefix", default=None, help="key prefix (default: $REDFLOW_PREFIX or redflow:v1)")
     worker.add_argument("--lease-ms", type=int, default=5000)
     worker.add_argument("--grace", type=float, default=30.0, help="seconds a graceful stop waits for runs in flight")

@@ -22,25 +22,38 @@ import logging
 import re
 import signal
 import socket
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from string import Template
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 from urllib.parse import parse_qs, quote, urlencode
 
 import gevent
 from gevent.pywsgi import LoggingLogAdapter, WSGIServer
 from redis.exceptions import RedisError
 
-from redflow.core import clock
-from redflow.ops.admin import cancel_run, connect, connection_options, cron_entries, fmt_attempt, fmt_duration, fmt_error, fmt_time
-from redflow.ops.admin import preview, queue_counts, retry_run, workflow_names
 from redflow.client import RedflowClient
-from redflow.store.connection import DASHBOARD_TOKEN_ENV, resolve_dashboard_token
+from redflow.core import clock
 from redflow.core.errors import RedflowError
 from redflow.core.keys import RUN_STATUSES, TERMINAL_STATUSES
 from redflow.core.models import Run, Step
+from redflow.ops.admin import (
+    cancel_run,
+    connect,
+    connection_options,
+    cron_entries,
+    fmt_attempt,
+    fmt_duration,
+    fmt_error,
+    fmt_time,
+    preview,
+    queue_counts,
+    retry_run,
+    workflow_names,
+)
 from redflow.ops.shown import shown_json
+from redflow.store.connection import DASHBOARD_TOKEN_ENV, resolve_dashboard_token
 
 log = logging.getLogger("redflow.dashboard")
 

@@ -13,7 +13,8 @@ names like ``f"part-{i}"`` would give every run its own series.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Iterator
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from gevent.pywsgi import WSGIServer
 
@@ -24,9 +25,9 @@ try:
 except ImportError as exc:  # an optional dependency: say how to get it
     raise ImportError("redflow metrics need prometheus_client: pip install 'redflow-gevent[metrics]'") from exc
 
-from redflow.ops.dashboard import start_wsgi_server
 from redflow.core.errors import RedflowError
 from redflow.engine.observers import AttemptReport, WorkerObserver
+from redflow.ops.dashboard import start_wsgi_server
 
 if TYPE_CHECKING:
     from redflow.engine.worker import Worker
@@ -72,9 +73,7 @@ class MetricsObserver(WorkerObserver):
         self.worker: Worker | None = None
         reg = self.registry
         self.started = Counter("redflow_runs_started", "Runs whose first attempt started.", ["workflow"], registry=reg)
-        self.outcomes = {
-            outcome: Counter(name, doc, ["workflow"], registry=reg) for outcome, (name, doc) in _OUTCOME_COUNTERS.items()
-        }
+        self.outcomes = {outcome: Counter(name, doc, ["workflow"], registry=reg) for outcome, (name, doc) in _OUTCOME_COUNTERS.items()}
         self.run_duration = Histogram(
             "redflow_run_duration_seconds",
             "Time an attempt held its run, from start to settle.",

@@ -21,15 +21,15 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from redflow.core import clock, codec
 
 if TYPE_CHECKING:
     from redflow.client import RedflowClient
-from redflow.engine.context import CancelSignal, OnFailureContext, RunInfo, WorkflowContext
 from redflow.core.errors import (
     CanceledError,
     InputValidationError,
@@ -42,9 +42,10 @@ from redflow.core.errors import (
 )
 from redflow.core.keys import event_run_idempotency_key
 from redflow.core.models import Step
-from redflow.registry import Registry, Workflow, get_default_registry
 from redflow.core.retry import is_retryable
+from redflow.engine.context import CancelSignal, OnFailureContext, RunInfo, WorkflowContext
 from redflow.engine.step import RunningStep, StepApi, StepHost, load_step_cache
+from redflow.registry import Registry, Workflow, get_default_registry
 
 log = logging.getLogger("redflow.testing")
 
@@ -66,8 +67,7 @@ def redis_server_binary() -> str:
     path = shutil.which("redis-server")
     if path is None:
         raise RedisServerError(
-            "redis-server is not installed: run scripts/test (it installs Debian's redis-server package) "
-            "or `apt-get install redis-server`"
+            "redis-server is not installed: run scripts/test (it installs Debian's redis-server package) or `apt-get install redis-server`"
         )
     return path
 
@@ -257,11 +257,13 @@ class _InlineAttempt:
 
     def raise_if_interrupted(self) -> None:
         """Nothing interrupts an inline run: no lease to lose, no worker stopping."""
+
     def save_step(self, name: str, step_json: str) -> None:
         self._run.step_records[name] = step_json
 
     def step_observed(self, name: str, status: str, duration_s: float) -> None:
         """No observers inline."""
+
     def run_child_inline(self, queue: str, child_id: str) -> bool:
         return False  # children already ran when they were started
 
@@ -329,7 +331,13 @@ class InlineRunner:
             run.attempt += 1
             host = _InlineAttempt(self, run, wf.queue)
             cache, max_seq = load_step_cache(run.step_records)
-            ctx = WorkflowContext(input=value, run=host.info, step=StepApi(_as_step_host(host), cache, max_seq), signal=host.signal, client=cast("RedflowClient", host.client))
+            ctx = WorkflowContext(
+                input=value,
+                run=host.info,
+                step=StepApi(_as_step_host(host), cache, max_seq),
+                signal=host.signal,
+                client=cast("RedflowClient", host.client),
+            )
             try:
                 try:
                     output_json = codec.dumps(wf.handler(ctx))

@@ -53,9 +53,12 @@ class RedisClusterHarness:
                 RedisServer(
                     port=port,
                     extra_args=[
-                        "--cluster-enabled", "yes",
-                        "--cluster-config-file", f"nodes-{port}.conf",
-                        "--cluster-node-timeout", str(CLUSTER_NODE_TIMEOUT_MS),
+                        "--cluster-enabled",
+                        "yes",
+                        "--cluster-config-file",
+                        f"nodes-{port}.conf",
+                        "--cluster-node-timeout",
+                        str(CLUSTER_NODE_TIMEOUT_MS),
                     ],
                 )  # fmt: skip
             )
@@ -64,7 +67,7 @@ class RedisClusterHarness:
     def url(self) -> str:
         return "redis+cluster://" + ",".join(f"127.0.0.1:{s.port}" for s in self.servers[:3])
 
-    def start(self) -> "RedisClusterHarness":
+    def start(self) -> RedisClusterHarness:
         for server in self.servers:
             server.start()
         nodes = [f"127.0.0.1:{s.port}" for s in self.servers]
@@ -84,7 +87,7 @@ class RedisClusterHarness:
             nodes = node.execute_command("CLUSTER NODES")  # "host:port" -> node info
         port_of = {info["node_id"]: int(addr.split("@")[0].rsplit(":", 1)[1]) for addr, info in nodes.items()}
         out: dict[int, tuple[str, int | None]] = {}
-        for addr, info in nodes.items():
+        for info in nodes.values():
             role = "master" if "master" in info["flags"] else "replica"
             out[port_of[info["node_id"]]] = (role, port_of.get(info["master_id"]) if role == "replica" else None)
         return out

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 import redis
@@ -33,9 +33,7 @@ _REPORT: list[str] = []
 
 
 def pytest_configure(config) -> None:
-    config.addinivalue_line(
-        "markers", "engine(persistent=False, extra_args=()): options of the test's private engine redis-server"
-    )
+    config.addinivalue_line("markers", "engine(persistent=False, extra_args=()): options of the test's private engine redis-server")
 
 
 def pytest_terminal_summary(terminalreporter) -> None:

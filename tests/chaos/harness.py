@@ -11,15 +11,16 @@ import pickle
 import signal
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import pytest
 import redis
+from helpers import WorkerProcess, wait_until
 from redis.exceptions import RedisError
 
-from helpers import WorkerProcess, wait_until
 from redflow.core import clock, codec
 from redflow.testing import RedisServer
 from tests.chaos.kit import SideCounts
@@ -49,7 +50,13 @@ class Workers:
         self.spawned: list[WorkerProcess] = []
 
     def spawn(
-        self, url: str, *extra: str, app: str = "crash_app", concurrency: int = 8, lease_ms: int = 1000, ready: bool = True,
+        self,
+        url: str,
+        *extra: str,
+        app: str = "crash_app",
+        concurrency: int = 8,
+        lease_ms: int = 1000,
+        ready: bool = True,
         wrapper: Sequence[str] = (),
     ) -> WorkerProcess:
         """Start a worker on ``tests.chaos.apps.<app>:registry``; ``ready``: wait until it serves;

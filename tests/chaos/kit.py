@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import collections
 import time
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any
 
 import gevent
 import gevent.event

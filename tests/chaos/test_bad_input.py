@@ -11,13 +11,12 @@ import hashlib
 import time
 
 import pytest
-
 from helpers import wait_until
+
 from redflow import RunFailedError, create_client, define_workflow
 from redflow.core import clock, codec
 from redflow.registry import Registry
-from tests.chaos.harness import UNRUNNABLE_ENTRIES, new_run_id, error_of
-
+from tests.chaos.harness import UNRUNNABLE_ENTRIES, error_of, new_run_id
 
 # -- run hashes with missing or garbage fields ----------------------------------------------
 

@@ -12,8 +12,8 @@ import time
 
 import gevent
 import pytest
-
 from helpers import wait_until
+
 from redflow import CanceledError
 from tests.chaos.kit import prove_each_finalized_once, queue_leftovers
 
@@ -45,9 +45,7 @@ def test_a_delayed_run_canceled_before_it_is_due_is_never_promoted(engine, er, c
     prove_each_finalized_once(er, keys, [handle.id], witness=witness, statuses={"canceled"})
 
 
-def test_a_run_canceled_while_running_stops_in_its_step_and_runs_nothing_after(
-    engine, er, chaos_client, workers, side, witness, report
-):
+def test_a_run_canceled_while_running_stops_in_its_step_and_runs_nothing_after(engine, er, chaos_client, workers, side, witness, report):
     keys = chaos_client.keys
     workers.spawn(engine.url)
     handle = chaos_client.run("journey", {"hold": "step", "hold_s": 60})

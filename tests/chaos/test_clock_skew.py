@@ -14,8 +14,8 @@ import signal
 import time
 
 import pytest
-
 from helpers import wait_until
+
 from redflow import create_client
 from tests.chaos.apps.clock_app import registry as clock_registry
 

@@ -8,8 +8,8 @@ Redis, not executed again (counted in the side channel, not by the engine).
 import time
 
 import pytest
-
 from helpers import wait_until
+
 from tests.chaos.kit import audit_runs, decode_steps, queue_leftovers
 
 STEPS = ("a", "b", "c")

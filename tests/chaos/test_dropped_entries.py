@@ -4,8 +4,8 @@ is reported in the worker log at WARNING, with its id, so that work never vanish
 import time
 
 import pytest
-
 from helpers import wait_until
+
 from tests.chaos.harness import UNRUNNABLE_ENTRIES
 
 

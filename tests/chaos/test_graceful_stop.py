@@ -10,6 +10,7 @@ import signal
 import time
 
 from helpers import wait_until
+
 from tests.chaos.kit import prove_each_finalized_once, queue_leftovers
 
 STEPS = ("a", "b", "c")

@@ -20,9 +20,9 @@ import time
 from dataclasses import dataclass
 
 import pytest
-
 from helpers import wait_until
 from invariants import unrecoverable
+
 from tests.chaos.harness import alive
 from tests.chaos.kit import outputs_disagreeing_with_steps, prove_each_finalized_once, queue_leftovers, terminal_count
 

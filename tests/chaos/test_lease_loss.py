@@ -9,15 +9,14 @@ and the run ends once.
 """
 
 from helpers import wait_until
+
 from tests.chaos.harness import alive, freeze_past_the_lease_and_resume
 from tests.chaos.kit import FinalizeWitness, audit_runs
 
 STEPS = ("a", "b", "c")
 
 
-def test_a_deleted_lease_stops_the_old_attempt_and_the_new_owner_finishes_the_run_once(
-    engine, er, chaos_client, workers, side, witness
-):
+def test_a_deleted_lease_stops_the_old_attempt_and_the_new_owner_finishes_the_run_once(engine, er, chaos_client, workers, side, witness):
     keys = chaos_client.keys
     old = workers.spawn(engine.url)
     handle = chaos_client.run("journey", {"hold": "step", "hold_s": 60})

@@ -15,8 +15,8 @@ import time
 from dataclasses import dataclass
 
 import pytest
-
 from helpers import wait_until
+
 from tests.chaos.harness import alive, restart
 from tests.chaos.kit import outputs_disagreeing_with_steps, prove_each_finalized_once, queue_leftovers, terminal_count
 

@@ -12,8 +12,8 @@
 
 import gevent
 import pytest
-
 from helpers import wait_until
+
 from tests.chaos.harness import alive, restart
 from tests.chaos.kit import (
     outputs_disagreeing_with_steps,
@@ -61,9 +61,7 @@ def test_runs_submitted_before_and_after_a_restart_of_a_persistent_redis_all_end
         assert "Redis error" in worker.output() and "retrying in" in worker.output()  # they backed off meanwhile
 
 
-def test_a_restart_of_a_redis_without_persistence_loses_its_runs_but_the_workers_carry_on(
-    engine, er, chaos_client, workers, side, witness
-):
+def test_a_restart_of_a_redis_without_persistence_loses_its_runs_but_the_workers_carry_on(engine, er, chaos_client, workers, side, witness):
     keys = chaos_client.keys
     worker = workers.spawn(engine.url, concurrency=5)
     lost = submit(chaos_client, 10, hold="step", hold_s=60)

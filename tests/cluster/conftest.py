@@ -4,12 +4,12 @@ Tests in this folder get ``redis_url`` = a ``redis+cluster://`` URL, so the
 client, worker and fixtures of tests/conftest.py all run on the cluster.
 """
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
+from helpers import started
 from redis.cluster import RedisCluster
 
-from helpers import started
 from redflow.testing.cluster import RedisClusterHarness
 
 

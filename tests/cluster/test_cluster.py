@@ -5,9 +5,9 @@ import time
 
 import gevent
 import pytest
+from helpers import WorkerProcess, wait_until
 from redis.crc import key_slot
 
-from helpers import WorkerProcess, wait_until
 from redflow import create_client, define_workflow
 from redflow.core.keys import Keys
 from redflow.store.scripts import Scripts
