@@ -29,7 +29,7 @@ from redflow.core.models import EventDef, Run, RunField, Step, WorkflowField, ma
 from redflow.handle import RunHandle, RunState
 from redflow.registry import Registry, Workflow, get_default_registry
 from redflow.store.connection import close_redis, create_redis, is_cluster, resolve_prefix
-from redflow.store.scripts import Scripts
+from redflow.store.scripts import Enqueued, Scripts
 from redflow.store.server_clock import ServerClock
 
 IDEMPOTENCY_TTL_S = 7 * 24 * 3600
@@ -158,11 +158,20 @@ class RedflowClient:
         replace_id = ""
         # An idempotency key naming a run that failed, was canceled or is gone
         # may be taken over; the script only swaps it if it still names that run.
+        queue = queue or target.queue
+        children_key = self._children_key(parent_run_id) if parent_run_id else None
         for _ in range(8):
-            enqueued = self.scripts.enqueue_run(
-                run_id=new_run_id(),
+            run_id = new_run_id()
+            # Located and listed before it exists: a worker may take the run the
+            # moment the script pushes it, and look it up by id (cluster) or list a parent's children.
+            batch = self.scripts.batch()
+            self._record_queue(run_id, queue, pipe=batch)
+            if children_key is not None:
+                batch.zadd(children_key, {run_id: now})
+            self.scripts.enqueue_run(
+                run_id=run_id,
                 workflow=target.name,
-                queue=queue or target.queue,
+                queue=queue,
                 input_json=input_json,
                 created_at=now,
                 available_at=available_at or 0,
@@ -171,11 +180,13 @@ class RedflowClient:
                 idempotency_ttl_s=idempotency_ttl,
                 replace_id=replace_id,
                 parent_run_id=parent_run_id or "",
+                conn=batch,
             )
+            enqueued: Enqueued = batch.execute()[-1]
             if enqueued.created:
-                self._record_queue(enqueued.run_id, queue or target.queue)
                 return RunHandle(self, enqueued.run_id)
-            existing_status = self.redis.hget(self.keys.run(enqueued.run_id, queue or target.queue), RunField.STATUS)
+            self._unlist(run_id, enqueued.run_id, children_key, now)
+            existing_status = self.redis.hget(self.keys.run(enqueued.run_id, queue), RunField.STATUS)
             if existing_status and existing_status not in ("failed", "canceled"):
                 return RunHandle(self, enqueued.run_id)
             replace_id = enqueued.run_id
@@ -192,6 +203,7 @@ class RedflowClient:
         pipe = self.scripts.batch()
         for value in inputs:
             run_id = new_run_id()
+            self._record_queue(run_id, queue, pipe=pipe)  # before the run can be taken
             self.scripts.enqueue_run(
                 run_id=run_id,
                 workflow=target.name,
@@ -204,7 +216,6 @@ class RedflowClient:
                 idempotency_ttl_s=IDEMPOTENCY_TTL_S,
                 conn=pipe,
             )
-            self._record_queue(run_id, queue, pipe=pipe)
             handles.append(RunHandle(self, run_id))
             if len(pipe) >= batch:
                 pipe.execute()
@@ -234,6 +245,17 @@ class RedflowClient:
         if pipe is None:
             target.execute()
 
+    def _unlist(self, proposed_id: str, existing_id: str, children_key: str | None, now: int) -> None:
+        """The idempotency key named an existing run: forget the id that was not created."""
+        fix = self.scripts.batch()
+        if self.keys.cluster:
+            self._queue_cache.pop(proposed_id, None)
+            fix.hdel(self.keys.run_queues(), proposed_id)
+        if children_key is not None:
+            fix.zadd(children_key, {existing_id: now}, nx=True).zrem(children_key, proposed_id)
+        if len(fix):
+            fix.execute()
+
     def _slot_queue(self, run_id: str) -> tuple[bool, str | None]:
         """What a run's keys need: ``(True, None)`` outside cluster mode; in it,
         ``(found, queue)`` from the run-queues hash (cached: a run never moves)."""
@@ -248,6 +270,23 @@ class RedflowClient:
                 self._queue_cache.clear()
             self._queue_cache[run_id] = queue
         return True, queue
+
+    def _children_key(self, parent_run_id: str) -> str | None:
+        found, parent_queue = self._slot_queue(parent_run_id)
+        return self.keys.run_children(parent_run_id, parent_queue) if found else None
+
+    def list_children(self, run_id: str) -> list[str]:
+        """Ids of the runs started with ``run_id`` as their parent, oldest first
+        (ids whose run is gone are left out)."""
+        key = self._children_key(run_id)
+        ids = self.redis.zrange(key, 0, -1) if key else []
+        located = [(child_id, queue) for child_id in ids for found, queue in [self._slot_queue(child_id)] if found]
+        if not located:
+            return []
+        pipe = self.redis.pipeline(transaction=False)
+        for child_id, queue in located:
+            pipe.exists(self.keys.run(child_id, queue))
+        return [child_id for (child_id, _), exists in zip(located, pipe.execute()) if exists]
 
     def queue_of(self, run_id: str) -> str | None:
         """The queue of a run, or ``None`` if there is no such run."""

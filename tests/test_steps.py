@@ -189,6 +189,7 @@ def test_run_workflow_starts_a_child_with_the_seed_idempotency_key(start, regist
     child_id = r.get(key)
     child_run = client.get_run(child_id)
     assert child_run.status == "succeeded" and child_run.output == 42 and child_run.parent_run_id == handle.id
+    assert client.list_children(handle.id) == [child_id] and client.list_children(child_id) == []
 
 
 def test_a_single_slot_worker_runs_its_own_child_inline_without_deadlock(start, registry, client):
@@ -254,8 +255,12 @@ def test_a_retried_parent_reuses_its_succeeded_child(start, registry, client, r,
         return value
 
     start(concurrency=2)
-    assert retry_parent.run(None, client=client).result(10) == 1
+    handle = retry_parent.run(None, client=client)
+    assert handle.result(10) == 1
     assert count(r, prefix, "child") == 1
+    # the retried step found the child its idempotency key names: still one child listed
+    (child_id,) = client.list_children(handle.id)
+    assert r.zcard(client.keys.run_children(handle.id, "default")) == 1 and client.get_run(child_id).parent_run_id == handle.id
 
 
 # 10. event steps -----------------------------------------------------------------

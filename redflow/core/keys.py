@@ -114,6 +114,13 @@ class Keys:
         """string: ``lease_<uuid>`` of the worker executing the run, with PX."""
         return f"{self._scoped(queue)}run:{run_id}:lease"
 
+    def run_children(self, run_id: str, queue: str | None = None) -> str:
+        """zset (redflow-gevent extension): child run id -> createdAt ms, the runs
+        started with this run as their parent (``parentRunId``); ``queue`` is the
+        parent's. Written before the child is enqueued, so it may name a child
+        that was never created: readers skip ids without a run hash."""
+        return f"{self._scoped(queue)}run:{run_id}:children"
+
     def run_done(self, run_id: str, queue: str | None = None) -> str:
         """list (redflow-gevent extension): one token pushed when the run ends.
 

@@ -190,8 +190,10 @@ class Scripts:
         idempotency_ttl_s: int,
         replace_id: str = "",
         parent_run_id: str = "",
+        extra_fields: Mapping[str, str] | None = None,
         conn: Any = None,
     ) -> Enqueued:
+        """``extra_fields``: more fields of the run hash (other clients ignore them)."""
         k = self.keys
         run_key = k.run(run_id, queue)
         idem_key = k.idempotency(workflow, idempotency_key, queue) if idempotency_key is not None else run_key
@@ -203,6 +205,8 @@ class Scripts:
             run_id, workflow, queue, input_json, created_at, available_at, max_attempts,
             "1" if idempotency_key is not None else "0", idempotency_ttl_s, replace_id, parent_run_id,
         ]  # fmt: skip
+        if extra_fields:
+            args += [part for pair in extra_fields.items() for part in pair]
         return self._call("enqueue_run", keys, args, conn, Enqueued.parse)
 
     def start_run(self, *, run_id: str, queue: str, token: str, lease_ms: int, now: int, conn: Any = None) -> StartReply:

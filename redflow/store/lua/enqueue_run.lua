@@ -5,7 +5,8 @@
 -- ARGV: run id, workflow, queue, inputJson, createdAt ms,
 --       availableAt ms (<= createdAt: now), maxAttempts, "1" if idempotent,
 --       idempotency ttl s, run id the key may be replaced from (a failed,
---       canceled or missing run the client saw), parentRunId ("" for none)
+--       canceled or missing run the client saw), parentRunId ("" for none),
+--       then any more field/value pairs to store on the run (features' fields)
 -- Returns {"created", run id} | {"existing", run id}.
 local run_key, created_key, queued_key, scheduled_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local workflow_runs_key, ready_key, queue_scheduled_key, idem_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
@@ -29,6 +30,9 @@ redis.call("hset", run_key,
   "cancelRequestedAt", "", "cancelReason", "")
 if parent_run_id ~= "" then
   redis.call("hset", run_key, "parentRunId", parent_run_id)
+end
+if #ARGV > 11 then
+  redis.call("hset", run_key, unpack(ARGV, 12))
 end
 redis.call("zadd", created_key, created_at, run_id)
 redis.call("zadd", workflow_runs_key, created_at, run_id)
