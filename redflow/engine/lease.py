@@ -42,8 +42,9 @@ def _mono_ms() -> float:
 class Lease:
     """What the keeper knows of one attempt: the lease to renew, the steps
     to mark, and one callback to stop the attempt. The attempt makes it and
-    stops itself through :meth:`stop` too, so the keeper sees every stop; the
-    timing fields are the keeper's alone."""
+    stops itself through :meth:`stop` too, so the keeper sees every stop.
+    ``renewed_at_ms`` (monotonic) is when the lease was last written: set by
+    the attempt when its start is sent, then by the keeper's renewals."""
 
     run_id: str
     queue: str
@@ -82,9 +83,11 @@ class LeaseKeeper:
         self.renewals_lost = 0
 
     def track(self, lease: Lease) -> None:
+        """Watch an attempt's lease; ``lease.renewed_at_ms`` says when it was last
+        written (the start request's send time), else it counts from now."""
         now = _mono_ms()
         lease.tracked_at_ms = now
-        lease.renewed_at_ms = now
+        lease.renewed_at_ms = lease.renewed_at_ms or now
         lease.renew_failures = 0
         self._leases[id(lease)] = lease
 

@@ -21,11 +21,13 @@ from redis.exceptions import RedisError
 
 from redflow.client import RedflowClient, create_client, set_default_client
 from redflow.core.errors import RedflowError
+from redflow.core.keys import new_id
 from redflow.engine.attempt import (
     WORKER_STOPPED,
     Abandoned,
     Attempt,
     Canceled,
+    Claimed,
     Failed,
     Outcome,
     Retrying,
@@ -43,6 +45,9 @@ from redflow.store.slot_connection import ClusterSlotConnection, SlotConnection,
 log = logging.getLogger("redflow.worker")
 
 SLOT_BACKOFF_MIN_S = 0.05
+#: A slot of a worker with several queues takes at most this many runs in a row
+#: from one queue through its settles before it looks at the others again.
+MAX_QUEUE_STREAK = 16
 WATCHDOG_INTERVAL_S = 1.0
 REGISTRY_CHECK_S = 10.0
 #: After the stop timeout, how long interrupted runs get to unwind and release their leases.
@@ -117,6 +122,7 @@ class Worker:
             lease_ms=options.lease_ms,
             keeper=self.keeper,
             spawn_attempt=lambda attempt: gevent.spawn(self._run_attempt, attempt),
+            stopping=self._stopping.is_set,
             wake_promoter=self.promoter.wake_for,
             observe=self._observe,
             observers=self.observers,
@@ -212,44 +218,64 @@ class Worker:
 
     # -- slots ----------------------------------------------------------------
     def _slot(self, index: int, conn: SlotConnection | ClusterSlotConnection) -> None:
+        """Claim, lease, run, settle. A settle also claims and starts the slot's
+        next run of the same queue, so a busy slot costs one round trip per run;
+        an empty queue is waited on with BLMOVE."""
         backoff = SLOT_BACKOFF_MIN_S
-        while not self._stopping.is_set():
+        attempt: Attempt | None = None
+        streak = 0  # runs in a row from one queue (a multi-queue slot then looks at the others)
+        while True:
             try:
-                claim = self._claim(conn, index)
-                if claim is not None:
-                    self._run_attempt(Attempt(self.runtime, conn, *claim))
+                if attempt is None:
+                    if self._stopping.is_set():
+                        return
+                    claimed = self._claim(conn, index)
+                    if claimed is None:
+                        continue
+                    streak = 0
+                    attempt = Attempt(self.runtime, conn, claimed)
+                streak += 1
+                attempt.claim_next = len(self.queues) == 1 or streak < MAX_QUEUE_STREAK
+                attempt = self._run_attempt(attempt)
                 backoff = SLOT_BACKOFF_MIN_S
             except RedisError as exc:
+                attempt = None  # a next run claimed by a lost reply is recovered by the reaper
                 log.warning("slot %d: Redis error (%s); retrying in %.2fs", index, exc, backoff)
                 self._stopping.wait(backoff)
                 backoff = min(backoff * 2, BACKOFF_MAX_S)
             except Exception:  # defensive: one bad run must never stop the slot
+                attempt = None
                 log.exception("slot %d: unexpected error", index)
                 self._stopping.wait(backoff)
                 backoff = min(backoff * 2, BACKOFF_MAX_S)
 
-    def _claim(self, conn: SlotConnection | ClusterSlotConnection, index: int) -> tuple[str, str] | None:
-        """ready -> processing; ``(queue, run id)`` or ``None`` after the blocking timeout."""
+    def _claim(self, conn: SlotConnection | ClusterSlotConnection, index: int) -> Claimed | None:
+        """A run of one of the worker's queues, or ``None`` after the blocking timeout.
+
+        A worker of several queues first tries each (claiming and starting in one
+        call), so busy queues don't wait behind empty ones; then it blocks on one."""
         queues = self.queues
         if not queues:
             self._stopping.wait(self.options.blmove_timeout_s)
             return None
-        keys = self.client.keys
         count = len(queues)
         start = self._cursors[index]
-        if count > 1:  # probe every queue first, so busy queues don't wait behind empty ones
+        if count > 1:
+            scripts, lease_ms = self.client.scripts, self.options.lease_ms
             for offset in range(count):
                 queue = queues[(start + offset) % count]
-                run_id = conn.execute("LMOVE", keys.queue_ready(queue), keys.queue_processing(queue), "RIGHT", "LEFT")
-                if run_id:
+                token, sent_ms = new_id("lease"), time.monotonic() * 1000.0
+                taken = scripts.take_run(queue=queue, token=token, lease_ms=lease_ms, now=self.client.now_ms(), conn=conn)
+                if taken is not None:
                     self._cursors[index] = (start + offset + 1) % count
                     if self.observers.active:
                         self.observers.on_claim(queue, 0.0)
-                    return queue, run_id
+                    return Claimed(queue, taken.run_id, token, taken.start, sent_ms, time.time())
                 if self._stopping.is_set():
                     return None
         queue = queues[start % count]
         self._cursors[index] = (start + 1) % count
+        keys = self.client.keys
         began = time.monotonic()
         timeout_s = self.options.blmove_timeout_s
         run_id = conn.execute(
@@ -259,7 +285,7 @@ class Worker:
             return None
         if self.observers.active:
             self.observers.on_claim(queue, time.monotonic() - began)
-        return queue, run_id
+        return Claimed(queue, run_id, new_id("lease"), claimed_at=time.time())
 
     def _resync_if_lost(self) -> float:
         """Sync the registry again when its metadata vanished from Redis (a
@@ -284,13 +310,17 @@ class Worker:
                 conn.abort()
         return WATCHDOG_INTERVAL_S
 
-    def _run_attempt(self, attempt: Attempt) -> Outcome:
+    def _run_attempt(self, attempt: Attempt) -> Attempt | None:
+        """Run one attempt; returns the attempt of the next run its settle claimed,
+        counted in flight before this one leaves (a graceful stop waits for both)."""
         self._inflight.add(attempt)
         try:
-            return attempt.execute()
+            attempt.execute()
+            return Attempt(self.runtime, attempt.conn, attempt.next_claim) if attempt.next_claim is not None else None
         finally:
             self._inflight.discard(attempt)
-            if not self._inflight:
+            # The slot goes on to the next run without yielding: not drained yet.
+            if not self._inflight and attempt.next_claim is None:
                 self._drained.set()
 
     def _observe(self, attempt: Attempt, outcome: Outcome) -> None:

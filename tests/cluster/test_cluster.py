@@ -12,23 +12,34 @@ from redflow import create_client, define_workflow
 from redflow.core.keys import Keys
 from redflow.store.scripts import Scripts
 
+#: A reply of each script's shape, for the recorder.
+_REPLIES = {
+    "enqueue_run": ["created", "run_x"], "start_run": ["busy"], "take_run": [], "settle_run": ["succeeded"],
+    "retry_run": ["queued", "failed"], "save_step": ["saved", ""], "purge_invalid_entries": [], "watch_run": [None] * 5,
+}  # fmt: skip
+
 
 class _Recorder:
-    """Stands in for a redis client: records the KEYS of every script call."""
+    """Stands in for a redis client: records the KEYS of every script call, and
+    the run key a script builds from a run id it finds inside Redis (the
+    ``run_prefix`` argument) with the id ``run_x``."""
 
     def __init__(self):
         self.calls = []
 
     def register_script(self, source):
         recorder = self
+        name = next(n for n in _REPLIES.keys() | {"cancel_run", "promote_run", "unlock", "renew_lease", "claim_inline",
+                                                 "reap_run", "repair_orphan"} if f"-- {n} " in source or f"-- {n}:" in source)  # fmt: skip
 
         class _Script:
             script = source
             sha = "x"
 
             def __call__(self, keys, args, client):
-                recorder.calls.append(list(keys))
-                return ["created", "run_x"]
+                built = [a + "run_x" for a in args if isinstance(a, str) and a.endswith(":run:")]
+                recorder.calls.append(list(keys) + built)
+                return _REPLIES.get(name, 1)
 
         return _Script()
 
@@ -40,7 +51,8 @@ def test_every_script_touches_keys_of_one_slot_in_cluster_mode():
     scripts.enqueue_run(**common, workflow="wf", input_json="{}", created_at=1, available_at=0, max_attempts=3,
                         idempotency_key="k", idempotency_ttl_s=10)  # fmt: skip
     scripts.start_run(**common, token="t", lease_ms=1000, now=1)
-    scripts.settle_run(**common, status="succeeded", now=1, token="t", lease_ms=1000)
+    scripts.take_run(queue="emails", token="t", lease_ms=1000, now=1)
+    scripts.settle_run(**common, status="succeeded", now=1, token="t", lease_ms=1000, next_token="t2")
     scripts.cancel_run(**common, now=1, reason="", error_json="")
     scripts.retry_run(**common, now=1)
     scripts.promote_run(**common, now=1)
@@ -48,7 +60,9 @@ def test_every_script_touches_keys_of_one_slot_in_cluster_mode():
     scripts.save_step(**common, token="t", name="s", step_json="{}", lease_ms=1000)
     scripts.reap_run(**common)
     scripts.purge_invalid_entries(queue="emails")
-    assert len(rec.calls) == 10
+    scripts.watch_run(**common)
+    assert len(rec.calls) == 12
+    assert sum(1 for keys in rec.calls if keys[-1].endswith(":run:run_x")) == 3  # start, take, settle build run keys
     for keys in rec.calls:
         assert len({key_slot(k.encode()) for k in keys}) == 1, keys
 
