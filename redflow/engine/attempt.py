@@ -38,8 +38,8 @@ if TYPE_CHECKING:
     from redflow.core.keys import Keys
     from redflow.engine.lease import LeaseKeeper
     from redflow.registry import Registry, Workflow
+    from redflow.store.mux_connection import Connection
     from redflow.store.scripts import Scripts, StartReply
-    from redflow.store.slot_connection import ClusterSlotConnection, SlotConnection
 
 log = logging.getLogger("redflow.attempt")
 
@@ -144,7 +144,7 @@ class Runtime:
 class Attempt:
     """One execution attempt of one run, on one slot's connection."""
 
-    def __init__(self, rt: Runtime, conn: SlotConnection | ClusterSlotConnection, claimed: Claimed, *, claim_next: bool = False) -> None:
+    def __init__(self, rt: Runtime, conn: Connection, claimed: Claimed, *, claim_next: bool = False) -> None:
         self.rt = rt
         self.claimed = claimed
         self.claimed_at = claimed.claimed_at or time.time()

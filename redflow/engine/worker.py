@@ -40,6 +40,7 @@ from redflow.engine.observers import Observers
 from redflow.engine.sweeper import OrphanSweeper
 from redflow.registry import Registry, get_default_registry
 from redflow.store.connection import create_redis, resolve_prefix
+from redflow.store.mux_connection import Connection, shared_connections
 from redflow.store.slot_connection import ClusterSlotConnection, SlotConnection, slot_connection
 
 log = logging.getLogger("redflow.worker")
@@ -66,6 +67,8 @@ class WorkerOptions:
     cancel_poll_ms: int = 100
     sweep_interval_s: float = 5.0
     cron: bool = True
+    #: Slots share a few pipelined connections (False: one connection per slot, as before 0.2).
+    share_connections: bool = True
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -101,7 +104,7 @@ class Worker:
         self._started = False
         self._is_default_client = False
         self._slots: list[gevent.Greenlet] = []
-        self._slot_conns: list[SlotConnection | ClusterSlotConnection] = []
+        self._slot_conns: list[Connection] = []
         self._cursors: list[int] = []
         self._inflight: set[Attempt] = set()
         self._loops: list[Loop] = []
@@ -168,11 +171,15 @@ class Worker:
         ]
         if self.options.cron:
             self._loops.append(Loop("cron", self.cron.step, self._loops_stop, on_noscript=reload).start())
+        # Slots share a few pipelined connections for their calls (store/mux_connection.py);
+        # each keeps one of its own for blocking claims. All are opened by their first command.
+        shared = shared_connections(self.client.redis, self.options.concurrency) if self.options.share_connections else []
+        self._slot_conns.extend(shared)
         for index in range(self.options.concurrency):
             self._cursors.append(index % max(1, len(self.queues)))
-            conn = slot_connection(self.client.redis)  # opened by its first command
-            self._slot_conns.append(conn)
-            slot = gevent.spawn(self._slot, index, conn)
+            blocking = slot_connection(self.client.redis)
+            self._slot_conns.append(blocking)
+            slot = gevent.spawn(self._slot, index, shared[index % len(shared)] if shared else blocking, blocking)
             slot.name = f"redflow-slot-{index}"
             self._slots.append(slot)
         log.info("worker started: queues=%s concurrency=%d prefix=%s", self.queues, self.options.concurrency, self.client.prefix)
@@ -217,7 +224,7 @@ class Worker:
         return bool(self._stopped.wait(timeout))
 
     # -- slots ----------------------------------------------------------------
-    def _slot(self, index: int, conn: SlotConnection | ClusterSlotConnection) -> None:
+    def _slot(self, index: int, conn: Connection, blocking: SlotConnection | ClusterSlotConnection) -> None:
         """Claim, lease, run, settle. A settle also claims and starts the slot's
         next run of the same queue, so a busy slot costs one round trip per run;
         an empty queue is waited on with BLMOVE."""
@@ -229,7 +236,7 @@ class Worker:
                 if attempt is None:
                     if self._stopping.is_set():
                         return
-                    claimed = self._claim(conn, index)
+                    claimed = self._claim(conn, blocking, index)
                     if claimed is None:
                         continue
                     streak = 0
@@ -249,7 +256,7 @@ class Worker:
                 self._stopping.wait(backoff)
                 backoff = min(backoff * 2, BACKOFF_MAX_S)
 
-    def _claim(self, conn: SlotConnection | ClusterSlotConnection, index: int) -> Claimed | None:
+    def _claim(self, conn: Connection, blocking: SlotConnection | ClusterSlotConnection, index: int) -> Claimed | None:
         """A run of one of the worker's queues, or ``None`` after the blocking timeout.
 
         A worker of several queues first tries each (claiming and starting in one
@@ -278,7 +285,7 @@ class Worker:
         keys = self.client.keys
         began = time.monotonic()
         timeout_s = self.options.blmove_timeout_s
-        run_id = conn.execute(
+        run_id = blocking.execute(
             "BLMOVE", keys.queue_ready(queue), keys.queue_processing(queue), "RIGHT", "LEFT", timeout_s, block_s=timeout_s
         )
         if not run_id:
@@ -365,6 +372,7 @@ def start_worker(
     cron: bool = True,
     observers: Iterable[Any] = (),
     cluster: bool = False,
+    share_connections: bool = True,
 ) -> Worker:
     """Start a worker for ``registry`` (default: the default registry) and return it."""
     _require_gevent_patching()
@@ -378,6 +386,7 @@ def start_worker(
         cancel_poll_ms=cancel_poll_ms,
         sweep_interval_s=sweep_interval_s,
         cron=cron,
+        share_connections=share_connections,
     )
     if redis is not None:
         client, owned = create_client(redis=redis, prefix=prefix, registry=registry), False
