@@ -107,7 +107,7 @@ class RedflowClient:
         if target.workflow is not None:
             input = target.workflow.validate(input)
         try:
-            return codec.dumps(input)
+            return codec.dumps(input, what="input")
         except SerializationError as exc:
             raise InputValidationError(f"input of workflow {target.name!r} is not JSON-serializable: {exc}") from exc
 
