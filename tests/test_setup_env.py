@@ -26,7 +26,7 @@ def bare_machine(tmp_path):
     shutil.copy(ROOT / "setup.py", tmp_path / "setup.py")
     venv_bin = tmp_path / ".venv" / "bin"
     venv_bin.mkdir(parents=True)
-    (venv_bin / "python").write_text("#!/bin/sh\necho \"python $*\" >> \"$APT_LOG\"\n")
+    (venv_bin / "python").write_text('#!/bin/sh\necho "python $*" >> "$APT_LOG"\n')
     (venv_bin / "python").chmod(0o755)
     for stamp in (".redflow-installed", ".redflow-test-installed"):
         (tmp_path / ".venv" / stamp).touch()  # newer than setup.py: the package is installed
