@@ -1,12 +1,14 @@
 """Options go before or after the command: `worker -A app --log-format json`
 and `--redis-url URL queues` both work, and the old placements still do."""
 
+import argparse
 import subprocess
 
 import orjson
 import pytest
 from helpers import CLI, ROOT, WorkerProcess
 
+from redflow import Registry, define_workflow
 from redflow.ops.cli import build_parser, parse_args
 
 COMMANDS = (["worker", "-A", "app"], ["queues"], ["runs", "list"], ["runs", "show", "run_1"], ["cron", "list"], ["dashboard"], ["bench"])
@@ -64,3 +66,18 @@ def test_a_worker_with_its_log_format_after_the_command_logs_json(redis_url, pre
         assert worker.stop() == 0
         records = [orjson.loads(line) for line in worker.output().splitlines()]
     assert any(record["message"].startswith("worker started") for record in records)
+
+
+def test_the_readme_synopsis_and_defaults_match_the_worker_command():
+    readme = (ROOT / "README.md").read_text()
+    synopsis = readme[readme.index("redflow-gevent worker -A myapp.workflows") :].split("```", 1)[0]
+    worker = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices["worker"]
+    actions = [a for a in worker._actions if a.option_strings and a.dest != "help"]
+    assert [a.option_strings for a in actions if not any(f"{o} " in synopsis or f"[{o}]" in synopsis for o in a.option_strings)] == []
+    options = {a.option_strings[-1]: a.default for a in actions}
+    assert options["--concurrency"] == 10 and "| `-c` / `--concurrency` | 10 slots" in readme and "[-c 10]" in synopsis
+    assert options["--lease-ms"] == 5000 and "| `--lease-ms` | 5000" in readme and "[--lease-ms 5000]" in synopsis
+    assert options["--grace"] == 30 and "| `--grace` | 30 s" in readme and "[--grace 30]" in synopsis
+    assert options["--start-timeout"] is None and "| `--start-timeout` | none" in readme
+    assert define_workflow("readme-defaults", registry=Registry())(lambda ctx: None).max_attempts == 3
+    assert "| `max_attempts` (of `define_workflow`) | 3 |" in readme
