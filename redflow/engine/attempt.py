@@ -289,7 +289,7 @@ class Attempt:
             self._on_failure(workflow, value, input_value)
             return Failed(value)
         try:
-            return Succeeded(codec.dumps(value))
+            return Succeeded(codec.dumps(value, what="output"))
         except SerializationError as exc:
             error = OutputSerializationError(f"Workflow output is not JSON-serializable: {exc}")
             self._on_failure(workflow, error, input_value)

@@ -169,7 +169,7 @@ class StepApi:
         try:
             value = self._call(fn, name, timeout)
             try:
-                output_json = codec.dumps(value)
+                output_json = codec.dumps(value, what="output")
             except SerializationError as exc:
                 raise OutputSerializationError(f"Step output is not JSON-serializable: {name}: {exc}") from exc
         except Exception as exc:

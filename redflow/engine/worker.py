@@ -337,7 +337,8 @@ class Worker:
             case Failed(error):
                 log.warning("run %s failed: %s: %s", attempt.run_id, type(error).__name__, error, extra=extra)
             case Retrying(error, retry_at):
-                log.info("run %s attempt %d failed (%s); retry at %d", attempt.run_id, attempt.info.attempt, error, retry_at, extra=extra)
+                in_s = max(0, retry_at - attempt.now_ms()) / 1000
+                log.info("run %s attempt %d failed (%s); retry in %.2fs", attempt.run_id, attempt.info.attempt, error, in_s, extra=extra)
             case Canceled():
                 log.info("run %s canceled", attempt.run_id, extra=extra)
             case Abandoned(reason):
