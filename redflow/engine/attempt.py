@@ -181,6 +181,14 @@ class Attempt:
 
     # -- the flow -----------------------------------------------------------
     def execute(self) -> Outcome:
+        try:
+            return self._execute()
+        finally:
+            # The lease record calls back into this attempt: a reference cycle that only the
+            # cyclic GC would free (a third of a busy worker's CPU). Cut it; nothing calls back now.
+            self.lease.detach()
+
+    def _execute(self) -> Outcome:
         rt = self.rt
         reply = self.claimed.start
         if reply is None:

@@ -39,7 +39,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from redflow.store.connection import is_cluster
 from redflow.store.slot_connection import DEFAULT_COMMAND_TIMEOUT_S, ClusterSlotConnection, SlotConnection, parse_error
 
-_READ_SIZE = 262144
+_READ_SIZE = 65536
 _READ, _WRITE = 1, 2
 
 
