@@ -121,7 +121,7 @@ class Pages:
             running = " ".join(run_link(base, run_id) for run_id, _ in r.running[:RUNNING_SHOWN])
             more = r.busy - min(len(r.running), RUNNING_SHOWN)
             rows.append([
-                f'<span class="badge worker-{h(view.state)}">{h(view.state)}</span>', f'<span class="mono">{h(r.id)}</span>',
+                f'<span class="badge worker-{h(view.state)}">{h(view.state)}</span>', short_id(r.id),
                 h(r.host), h(r.pid), h(", ".join(r.queues)), f"{h(r.busy)} / {h(r.slots)}", h(r.done),
                 h(fmt_time(r.started_at)), h(fmt_seconds(view.seen_s_ago)) + " ago",
                 running + (f' <span class="muted">+{h(more)}</span>' if more > 0 else ""),
@@ -192,6 +192,12 @@ class Pages:
         more = f'<p class="muted">and {len(ids) - CHILDREN_SHOWN:,} more</p>' if len(ids) > CHILDREN_SHOWN else ""
         listing = table(("run", "workflow", "status", "duration"), rows, "No children.")
         return f"<section><h2>Children ({len(ids):,})</h2>{listing}{more}</section>"
+
+
+def short_id(worker_id: str) -> str:
+    """A worker id cut to its first 8 hex digits (the whole id in the tooltip)."""
+    shown = worker_id if len(worker_id) <= 16 else worker_id[:15] + "…"
+    return f'<span class="mono" title="{h(worker_id)}">{h(shown)}</span>'
 
 
 def steps_table(steps: list[Step]) -> str:
