@@ -234,16 +234,15 @@ def step_running_json(seq: int, started_at: int) -> str:
 
 def step_succeeded_json(seq: int, started_at: int, finished_at: int, output_json: str, attempt: int | None = None) -> str:
     """A succeeded step; ``attempt`` (an extension other clients ignore) marks which attempt ran it."""
-    record: dict[str, Any] = {"status": STEP_SUCCEEDED, "seq": seq, "startedAt": started_at, "finishedAt": finished_at}
-    record["outputJson"] = output_json
-    if attempt is not None:
-        record["attempt"] = attempt
-    return codec.dumps(record)
+    return _step_ended_json(STEP_SUCCEEDED, seq, started_at, finished_at, ("outputJson", output_json), attempt)
 
 
 def step_failed_json(seq: int, started_at: int, finished_at: int, error_json: str, attempt: int | None = None) -> str:
-    record: dict[str, Any] = {"status": STEP_FAILED, "seq": seq, "startedAt": started_at, "finishedAt": finished_at}
-    record["errorJson"] = error_json
+    return _step_ended_json(STEP_FAILED, seq, started_at, finished_at, ("errorJson", error_json), attempt)
+
+
+def _step_ended_json(status: str, seq: int, started_at: int, finished_at: int, result: tuple[str, str], attempt: int | None) -> str:
+    record: dict[str, Any] = {"status": status, "seq": seq, "startedAt": started_at, "finishedAt": finished_at, result[0]: result[1]}
     if attempt is not None:
         record["attempt"] = attempt
     return codec.dumps(record)

@@ -76,6 +76,12 @@ def known_queues(client: RedflowClient) -> list[str]:
     return client.known_queues()
 
 
+def index_queues(client: RedflowClient) -> list[str | None]:
+    """The queues whose run indexes to read: every known one on a cluster (indexes are per queue
+    there); ``[None]`` otherwise, the one global index."""
+    return list(known_queues(client)) if client.keys.cluster else [None]
+
+
 def queue_counts(client: RedflowClient, queues: Iterable[str] | None = None) -> list[QueueCounts]:
     """Ready / processing / scheduled counts of ``queues`` (default: :func:`known_queues`), one round trip."""
     keys = client.keys

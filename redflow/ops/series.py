@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from redflow.client import RedflowClient
 from redflow.core import tally
 from redflow.core.errors import RedflowError
-from redflow.ops.admin import fmt_seconds
+from redflow.ops.admin import fmt_seconds, index_queues
 from redflow.ops.charts import PALETTE, STATUS_COLORS, Series, bar_chart, line_chart
 
 FINISHED = ("succeeded", "failed", "canceled")
@@ -58,7 +58,7 @@ def window_of(client: RedflowClient, name: str) -> Window:
 
 def finished_counts(client: RedflowClient, window: Window) -> dict[str, list[int]]:
     """Runs that entered each terminal status in each bucket (all queues)."""
-    queues = list(client.known_queues()) if client.keys.cluster else [None]
+    queues = index_queues(client)
     span = window.resolution.span_ms
     pipe = client.redis.pipeline(transaction=False)
     for status in FINISHED:

@@ -23,7 +23,17 @@ from redflow.core.errors import CorruptDataError, RedflowError
 from redflow.core.keys import RUN_STATUSES, TERMINAL_STATUSES
 from redflow.core.models import RunField, int_field
 from redflow.core.tally import nearest_rank
-from redflow.ops.admin import command, common_options, emit, fmt_error, fmt_seconds, format_table, positive_int, workflow_names
+from redflow.ops.admin import (
+    command,
+    common_options,
+    emit,
+    fmt_error,
+    fmt_seconds,
+    format_table,
+    index_queues,
+    positive_int,
+    workflow_names,
+)
 
 #: The windows the dashboard offers; the command takes any ``<n>s|m|h|d``.
 WINDOWS = {"1h": 3600, "24h": 86400, "7d": 7 * 86400}
@@ -78,16 +88,11 @@ def workflow_stats(
     return _with_errors(client, stats, {run_id: queue for _, runs in newest.values() for _, run_id, queue in runs})
 
 
-def _index_queues(client: RedflowClient) -> list[str | None]:
-    """Queues whose per-queue indexes hold runs (cluster mode); one global index otherwise."""
-    return list(client.known_queues()) if client.keys.cluster else [None]
-
-
 def _newest_runs(
     client: RedflowClient, names: list[str], since_ms: int, max_runs: int
 ) -> dict[str, tuple[int, list[tuple[float, str, str | None]]]]:
     """Per workflow: how many runs were created since ``since_ms``, and the newest ``max_runs`` of them."""
-    queues = _index_queues(client)
+    queues = index_queues(client)
     pipe = client.redis.pipeline(transaction=False)
     for name in names:
         for queue in queues:
