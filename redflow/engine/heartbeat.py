@@ -8,7 +8,7 @@ trip per beat, none per run. A graceful stop deletes the record; a worker
 that dies without one is shown as lost until its record expires.
 
 The attempts are counted in memory by :meth:`Heartbeat.count`, which the
-worker calls as each attempt ends: a bin lookup and two increments.
+worker calls as each attempt ends: two bin lookups and two dictionary increments.
 """
 
 from __future__ import annotations
@@ -82,7 +82,8 @@ class Heartbeat:
         self._ttl_ms = int(max(RECORD_TTL_S, 10 * beat_s) * 1000)
         self._started_at = ms_to_s(client.now_ms()) or 0.0
         self._host, self._pid = socket.gethostname(), os.getpid()
-        self._counts: Counter[str] = Counter()
+        self._counts: dict[tuple[str, int, str], int] = {}  # (kind, bin, workflow) -> attempts, since the last flush
+        self._unsent: Counter[str] = Counter()  # fields of a flush that did not get through
         self._depth: dict[tuple[str, int, str], int] = {}  # (window, bucket start, queue) -> highest sample
         self.beats = 0
         self.loop: Loop | None = None
@@ -95,10 +96,13 @@ class Heartbeat:
         name = attempt.info.workflow
         workflow = name if self._known(name) else UNKNOWN_WORKFLOW
         duration_ms = (time.time() - attempt.started_at) * 1000.0
-        self._counts[tally.histogram_field(tally.DURATION, tally.bin_of(duration_ms), workflow)] += 1
+        counts = self._counts
+        key = (tally.DURATION, tally.bin_of(duration_ms), workflow)
+        counts[key] = counts.get(key, 0) + 1
         if attempt.info.attempt == 1 and attempt.created_at_ms:
             waited_ms = self.client.now_ms() - duration_ms - attempt.created_at_ms
-            self._counts[tally.histogram_field(tally.START, tally.bin_of(max(0.0, waited_ms)), workflow)] += 1
+            key = (tally.START, tally.bin_of(max(0.0, waited_ms)), workflow)
+            counts[key] = counts.get(key, 0) + 1
 
     # -- the loop -------------------------------------------------------------
     def record(self, now_ms: int) -> WorkerRecord:
@@ -124,15 +128,19 @@ class Heartbeat:
             write_tallies(pipe, self.client, now, counts, self._depth)
             replies = pipe.execute()
         except RedisError:
-            self._counts.update(counts)  # counted again at the next beat that gets through
+            self._unsent.update(counts)  # sent again at the next beat that gets through
             raise
         self._sample_depth(now, replies[3 : 3 + len(self.queues)])
         self.beats += 1
         return self.beat_s
 
     def _take_counts(self) -> Counter[str]:
-        counts, self._counts = self._counts, Counter()
-        return counts
+        """What to flush, by bucket field; the counting starts afresh."""
+        raw, self._counts = self._counts, {}
+        fields, self._unsent = self._unsent, Counter()
+        for (kind, index, workflow), n in raw.items():
+            fields[tally.histogram_field(kind, index, workflow)] += n
+        return fields
 
     def _sample_depth(self, now_ms: int, lengths: list[Any]) -> None:
         """Keep the highest ready length of each queue per bucket (written at the next beat)."""
