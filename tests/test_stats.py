@@ -111,3 +111,25 @@ def test_windows_parse_or_fail_clearly(redis_url, prefix):
     assert stats_cli(redis_url, prefix, "--max-runs", "0").returncode == 2
     empty = stats_cli(redis_url, prefix)
     assert empty.returncode == 0 and "(no workflows)" in empty.stdout
+
+
+def test_unreadable_times_and_errors_are_counted_without_failing_the_figures(client, r, registry):
+    @define_workflow("odd", registry=registry)
+    def odd(ctx):
+        return None
+
+    client.sync_registry(registry)
+    now = client.now_ms()
+    good, bad = write_finished_runs(r, client, [
+        {"workflow": "odd", "status": "succeeded", "created": now - 5000, "started": now - 4000, "finished": now - 3000},
+        {"workflow": "odd", "status": "succeeded", "created": now - 4000, "started": now - 3000, "finished": now - 1000},
+    ])  # fmt: skip
+    r.hset(client.keys.run(bad), "startedAt", "soon")
+    r.hset(client.keys.run(good), "errorJson", "{not json")  # not read: the run did not fail
+    (stats,) = workflow_stats(client, 3600)
+    assert stats.counts["succeeded"] == 2 and stats.p50_s == stats.p95_s == 1.0 and stats.latest_error is None
+    (failed,) = write_finished_runs(
+        r, client, [{"workflow": "odd", "status": "failed", "created": now, "finished": now + 1, "error": "<b>"}]
+    )
+    (stats,) = workflow_stats(client, 3600)
+    assert stats.latest_error_run == failed and stats.latest_error == {"message": "<b>"}  # shown as stored (escaped by the page)

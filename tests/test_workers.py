@@ -8,7 +8,7 @@ import gevent
 import pytest
 from helpers import CLI, ROOT, WorkerProcess, wait_until
 
-from redflow import RedflowError, WorkerOptions, define_workflow
+from redflow import CorruptDataError, RedflowError, WorkerOptions, define_workflow
 from redflow.core import codec
 from redflow.core.models import WorkerRecord
 from redflow.ops.workers import list_workers, totals
@@ -62,12 +62,16 @@ def test_a_stopping_worker_says_so_while_its_runs_drain(start, registry, client)
 
 
 def test_records_that_do_not_parse_are_skipped_and_bad_options_refused(start, client, r):
-    start(heartbeat_s=0.1)
+    worker = start(heartbeat_s=0.1)
     wait_until(lambda: list_workers(client), timeout=10)
-    r.zadd(client.keys.workers(), {"worker_bad": 1, "worker_gone": 1})
-    r.set(client.keys.worker("worker_bad"), "{not json")
-    assert [v.record.id for v in list_workers(client)] != [] and all(v.record.id.startswith("worker_") for v in list_workers(client))
-    assert "worker_bad" not in {v.record.id for v in list_workers(client)}
+    bad = {"worker_not_json": "{not json", "worker_no_id": "[1, 2]", "worker_bad_pid": '{"id": "worker_bad_pid", "pid": "x"}'}
+    for worker_id, raw in bad.items():
+        r.set(client.keys.worker(worker_id), raw)
+    r.zadd(client.keys.workers(), {**dict.fromkeys(bad, client.now_ms()), "worker_expired": client.now_ms()})
+    assert [v.record.id for v in list_workers(client)] == [worker.id]
+    for raw in bad.values():
+        with pytest.raises(CorruptDataError, match="worker record"):
+            WorkerRecord.from_json(raw)
     with pytest.raises(RedflowError, match="heartbeat_s"):
         WorkerOptions(heartbeat_s=0)
 
