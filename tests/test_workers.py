@@ -1,17 +1,23 @@
 """The worker registry: heartbeat records, `redflow-gevent workers`, lost and departed workers."""
 
+import logging
 import os
 import signal
 import subprocess
+import time
+from types import SimpleNamespace
 
 import gevent
 import pytest
 from helpers import CLI, ROOT, WorkerProcess, wait_until
+from redis.exceptions import RedisError
 
-from redflow import CorruptDataError, RedflowError, WorkerOptions, define_workflow
-from redflow.core import codec
+from redflow import CorruptDataError, RedflowError, WorkerOptions, create_client, define_workflow
+from redflow.core import codec, tally
 from redflow.core.models import WorkerRecord
+from redflow.engine.heartbeat import Heartbeat, WorkerStatus
 from redflow.ops.workers import list_workers, totals
+from redflow.testing import RedisServer
 
 
 def workers_cli(redis_url, prefix, *extra):
@@ -120,3 +126,34 @@ def test_the_workers_command_says_when_there_are_none_and_when_redis_is_down(red
     assert done.returncode == 0 and done.stdout.strip() == "(no workers)"
     down = subprocess.run([CLI, "workers", "--redis-url", "redis://:secret@127.0.0.1:1/0"], capture_output=True, text=True, timeout=60)
     assert down.returncode == 2 and "error: Redis at" in down.stderr and "secret" not in down.stderr
+
+
+def test_tallies_counted_while_redis_is_down_are_flushed_when_it_is_back(prefix, redis_servers, caplog):
+    server = RedisServer().start()
+    redis_servers.append(server)
+    client = create_client(server.url, prefix=prefix)
+    try:
+        beat = Heartbeat(client, "worker_t", ["default"], 2, lambda: WorkerStatus(0, 0, 0, False, ()), known={"w"}.__contains__)
+        ended = SimpleNamespace(kind="succeeded")
+        attempt = SimpleNamespace(
+            started_at=time.time() - 0.05, created_at_ms=client.now_ms() - 100, info=SimpleNamespace(workflow="w", attempt=1)
+        )
+        beat.count(attempt, ended)
+        server.stop()
+        with pytest.raises(RedisError):
+            beat.step()
+        beat.count(attempt, ended)
+        server.start()
+        beat.step()
+        resolution = tally.RESOLUTIONS["1h"]
+        buckets = [
+            tally.parse_bucket(client.redis.hgetall(client.keys.stats_bucket(60, s))) for s in resolution.starts(client.now_ms())[-2:]
+        ]
+        assert sum(sum(b.merged(tally.DURATION)) for b in buckets) == 2 == sum(sum(b.merged(tally.START)) for b in buckets)
+        assert [v.record.id for v in list_workers(client)] == ["worker_t"]
+        server.stop()
+        with caplog.at_level(logging.INFO, logger="redflow.heartbeat"):
+            beat.goodbye()  # Redis cannot take it: logged, the record expires by itself
+        assert "could not remove this worker's record" in caplog.text
+    finally:
+        client.close()
