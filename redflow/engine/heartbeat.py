@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 from redis.exceptions import RedisError
 
 from redflow.core import tally
-from redflow.core.clock import ms_to_s
 from redflow.core.models import RUNNING_NAMED, WorkerRecord
 
 if TYPE_CHECKING:
@@ -80,7 +79,9 @@ class Heartbeat:
         self._status = status
         self._known = known
         self._ttl_ms = int(max(RECORD_TTL_S, 10 * beat_s) * 1000)
-        self._started_at = ms_to_s(client.now_ms()) or 0.0
+        # Set by the first beat, not here: reading Redis's clock on a connection not yet
+        # opened would put the connect in the round trip and skew the clock's estimate.
+        self._started_at = 0.0
         self._host, self._pid = socket.gethostname(), os.getpid()
         self._counts: dict[tuple[str, int, str], int] = {}  # (kind, bin, workflow) -> attempts, since the last flush
         self._unsent: Counter[str] = Counter()  # fields of a flush that did not get through
@@ -107,6 +108,7 @@ class Heartbeat:
     # -- the loop -------------------------------------------------------------
     def record(self, now_ms: int) -> WorkerRecord:
         status = self._status()
+        self._started_at = self._started_at or now_ms / 1000.0
         return WorkerRecord(
             id=self.id, host=self._host, pid=self._pid, version=self.version, queues=tuple(self.queues), slots=self.slots,
             busy=status.busy, done=status.done, failed=status.failed, started_at=self._started_at, seen_at=now_ms / 1000.0,
