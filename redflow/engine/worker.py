@@ -19,6 +19,7 @@ from gevent import monkey
 from gevent.event import Event
 from redis.exceptions import RedisError
 
+from redflow import __version__
 from redflow.client import RedflowClient, create_client, set_default_client
 from redflow.core.errors import RedflowError
 from redflow.core.keys import new_id
@@ -34,6 +35,7 @@ from redflow.engine.attempt import (
     Runtime,
     Skipped,
 )
+from redflow.engine.heartbeat import DEFAULT_BEAT_S, Heartbeat, WorkerStatus
 from redflow.engine.lease import LeaseKeeper
 from redflow.engine.loops import BACKOFF_MAX_S, CronScheduler, Loop, Promoter, Reaper
 from redflow.engine.observers import Observers
@@ -69,10 +71,13 @@ class WorkerOptions:
     cron: bool = True
     #: Slots share a few pipelined connections (False: one connection per slot, as before 0.2).
     share_connections: bool = True
+    heartbeat_s: float = DEFAULT_BEAT_S  # the worker record, queue depth samples and chart tallies
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
             raise RedflowError("concurrency must be >= 1")
+        if not self.heartbeat_s >= 0.05:
+            raise RedflowError("heartbeat_s must be >= 0.05")
         if self.lease_ms < 100:
             raise RedflowError("lease_ms must be >= 100")
         if self.blmove_timeout_s <= 0:
@@ -116,6 +121,11 @@ class Worker:
         self.reaper = Reaper(client, self.queues, options.reaper_interval_ms, observers=self.observers)
         self.sweeper = OrphanSweeper(client, self.queues, interval_s=options.sweep_interval_s, observers=self.observers)
         self.cron = CronScheduler(client)
+        self.id = new_id("worker")
+        self.heartbeat = Heartbeat(
+            client, self.id, self.queues, options.concurrency, self._status,
+            known=registry.__contains__, beat_s=options.heartbeat_s, version=__version__,
+        )  # fmt: skip
         self.runtime = Runtime(
             client=client,
             scripts=client.scripts,
@@ -169,6 +179,8 @@ class Worker:
             Loop("watchdog", self._watch_connections, self._loops_stop).start(),
             Loop("registry", self._resync_if_lost, self._loops_stop).start(),
         ]
+        self.heartbeat.loop = Loop("heartbeat", self.heartbeat.step, self._loops_stop).start()
+        self._loops.append(self.heartbeat.loop)
         if self.options.cron:
             self._loops.append(Loop("cron", self.cron.step, self._loops_stop, on_noscript=reload).start())
         # Slots share a few pipelined connections for their calls (store/mux_connection.py);
@@ -192,6 +204,8 @@ class Worker:
         if not self._started or self._stopped.is_set():
             return
         self._stopping.set()
+        if self.heartbeat.loop is not None:
+            self.heartbeat.loop.wake()  # its record says "stopping" while runs drain
         for conn in self._slot_conns:
             conn.stop_blocking()  # a slot waiting in BLMOVE gets "nothing" at once and leaves
         if self._inflight:
@@ -209,6 +223,7 @@ class Worker:
             loop.wake()
         gevent.joinall([loop.greenlet for loop in self._loops if loop.greenlet is not None], timeout=2)
         self.cron.resign()
+        self.heartbeat.goodbye()
         self.keeper.stop()
         for conn in self._slot_conns:
             conn.close()
@@ -330,8 +345,18 @@ class Worker:
             if not self._inflight and attempt.next_claim is None:
                 self._drained.set()
 
+    def _status(self) -> WorkerStatus:
+        """What the heartbeat record says about this worker now."""
+        stats = self.stats
+        running = tuple((a.run_id, a.info.workflow) for a in self._inflight)
+        return WorkerStatus(
+            busy=len(running), done=stats["succeeded"] + stats["failed"] + stats["canceled"], failed=stats["failed"],
+            stopping=self._stopping.is_set(), running=running,
+        )  # fmt: skip
+
     def _observe(self, attempt: Attempt, outcome: Outcome) -> None:
         self.stats[outcome.kind] += 1
+        self.heartbeat.count(attempt, outcome)
         extra = attempt.log_extra()
         match outcome:
             case Failed(error):
@@ -374,6 +399,7 @@ def start_worker(
     observers: Iterable[Any] = (),
     cluster: bool = False,
     share_connections: bool = True,
+    heartbeat_s: float = DEFAULT_BEAT_S,
 ) -> Worker:
     """Start a worker for ``registry`` (default: the default registry) and return it."""
     _require_gevent_patching()
@@ -388,6 +414,7 @@ def start_worker(
         sweep_interval_s=sweep_interval_s,
         cron=cron,
         share_connections=share_connections,
+        heartbeat_s=heartbeat_s,
     )
     if redis is not None:
         client, owned = create_client(redis=redis, prefix=prefix, registry=registry), False

@@ -148,7 +148,9 @@ def _worker(args: argparse.Namespace) -> int:
 
 #: Modules adding a sub-command: each has ``register(subparsers)``, which adds
 #: its parser and sets ``func`` (called with the parsed args, returns the exit code).
-COMMAND_MODULES: tuple[str, ...] = ("redflow.ops.admin", "redflow.ops.dashboard", "redflow.bench.command")
+COMMAND_MODULES: tuple[str, ...] = (
+    "redflow.ops.admin", "redflow.ops.workers", "redflow.ops.stats", "redflow.ops.dashboard", "redflow.bench.command",
+)  # fmt: skip
 
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
