@@ -28,6 +28,7 @@ from redflow.core.errors import (
 from redflow.core.keys import new_id
 from redflow.core.models import RunField, int_field, max_attempts_of
 from redflow.core.retry import compute_retry_delay_ms, is_retryable
+from redflow.core.tags import tags_of
 from redflow.engine.context import CancelSignal, OnFailureContext, RunInfo, RunInterrupt, WorkflowContext
 from redflow.engine.lease import Lease
 from redflow.engine.observers import AttemptReport, Observers
@@ -246,7 +247,8 @@ class Attempt:
         try:
             self.created_at_ms = int_field(fields, RunField.CREATED_AT, what=what)
             int_field(fields, RunField.ATTEMPT, what=what)  # a count that is not a number is corrupt
-            self.info = RunInfo(self.run_id, name, self.queue, attempt, max_attempts_of(fields, what=what))
+            tags = tags_of(fields.get(RunField.TAGS_JSON))
+            self.info = RunInfo(self.run_id, name, self.queue, attempt, max_attempts_of(fields, what=what), tags)
         except RedflowError as exc:
             return Failed(exc)
         workflow = self.rt.registry.get(name) if name else None
@@ -336,6 +338,7 @@ class Attempt:
             check_lease=sent_ms - self.lease.renewed_at_ms >= rt.lease_ms / 2,
             cleanup=self._cleanup,
             next_token=next_token,
+            index_keys=rt.keys.terminal_index_keys(self.info.workflow, self.info.tags, self.queue),
             conn=self.conn,
             **args,
         )

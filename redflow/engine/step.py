@@ -57,7 +57,8 @@ class StepClient(Protocol):
     """What steps start runs and events with: a ``RedflowClient``, or the inline runner's stand-in."""
 
     def run(self, workflow: Workflow | str, input: Any = None, *, idempotency_key: str | None = None,
-            max_attempts: int | None = None, parent_run_id: str | None = None) -> Any: ...  # fmt: skip
+            max_attempts: int | None = None, parent_run_id: str | None = None,
+            tags: Mapping[str, str] | None = None) -> Any: ...  # fmt: skip
     def wait_for(self, run_id: str, *, timeout: float = 30.0, assist: Any = None) -> Any: ...
     def emit_event(self, name: str, payload: Any = None, idempotency_key: str | None = None) -> list[str]: ...
     def schedule_event(self, name: str, payload: Any = None, at: float | None = None, idempotency_key: str | None = None) -> list[str]: ...
@@ -226,6 +227,8 @@ class StepApi:
         attempt = self._attempt
         child_name = workflow if isinstance(workflow, str) else workflow.name
         key = idempotency_key or step_workflow_idempotency_key(attempt.run_id, name, child_name)
+        if attempt.info.tags:  # a child is filed under its parent's tags (its own win)
+            run_options["tags"] = {**attempt.info.tags, **(run_options.get("tags") or {})}
 
         def start_and_wait() -> Any:
             handle = attempt.client.run(workflow, input, idempotency_key=key, parent_run_id=attempt.run_id, **run_options)
