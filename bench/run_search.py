@@ -23,6 +23,7 @@ from gevent import monkey
 monkey.patch_all()
 
 import argparse  # noqa: E402
+import contextlib  # noqa: E402
 import itertools  # noqa: E402
 import random  # noqa: E402
 import statistics  # noqa: E402
@@ -73,7 +74,7 @@ def build(client: Any, runs: int, seed: int) -> None:
         tags = tags_for(rnd)
         created = START_MS + n
         fields = {
-            "workflow": workflow, "queue": "default", "status": status, "inputJson": '{"n":%d}' % n, "attempt": "1",
+            "workflow": workflow, "queue": "default", "status": status, "inputJson": f'{{"n":{n}}}', "attempt": "1",
             "maxAttempts": "3", "createdAt": created, "cancelRequestedAt": "", "cancelReason": "",
         }  # fmt: skip
         if tags:
@@ -119,34 +120,27 @@ def measure(client: Any, workflow: str | None, status: str | None, tags: dict[st
         pages, found, cursor, slowest = 1, len(page), page.cursor, 0.0
         began = time.perf_counter()
         while cursor is not None and found < limit:
-            ms, nxt = timed(lambda: client.list_runs(workflow=workflow, status=status, tags=tags, limit=limit, cursor=cursor))
+            ms, nxt = timed(lambda after=cursor: client.list_runs(workflow=workflow, status=status, tags=tags, limit=limit, cursor=after))
             pages, found, cursor, slowest = pages + 1, found + len(nxt), nxt.cursor, max(slowest, ms)
         row.update(walk_pages=pages, walk_ms=(time.perf_counter() - began) * 1000.0, walk_slowest_page_ms=slowest, walk_found=found)
     return row
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("-n", "--runs", type=int, default=1_000_000)
-    parser.add_argument("--limit", type=int, default=50, help="page size (the dashboard's default: 50)")
-    parser.add_argument("--repeat", type=int, default=3, help="timings per combination; the median is reported")
-    parser.add_argument("--seed", type=int, default=18)
-    parser.add_argument("--json", help="save every row as JSON here")
-    args = parser.parse_args()
-    with RedisServer() as server:
-        client = create_client(server.url, prefix="bench-search")
-        began = time.perf_counter()
-        build(client, args.runs, args.seed)
-        info = client.redis.info("memory")
-        print(f"built {args.runs:,} runs in {time.perf_counter() - began:.1f}s; Redis uses {info['used_memory_human']}", flush=True)
-        workflows = [None, "orders", "reports", "always-fails", "missing"]
-        statuses = [None, "succeeded", "failed", "canceled", "queued", "scheduled", "running"]
-        tag_sets = [None, {"customer": "c0"}, {"customer": "c17"}, {"tenant": "t1"}, {"customer": "c0", "tenant": "t2"}, {"customer": "none"}]
-        rows = [measure(client, w, s, t, args.limit, args.repeat) for w, s, t in itertools.product(workflows, statuses, tag_sets)]
-        client.close()
-    print(f"{'workflow':<13} {'status':<10} {'tags':<30} {'1st page ms':>11} {'runs':>5} {'examined':>8} more  walk (pages, ms, slowest page ms)")
+WORKFLOWS_ASKED = [None, "orders", "reports", "always-fails", "missing"]
+STATUSES_ASKED = [None, "succeeded", "failed", "canceled", "queued", "scheduled", "running"]
+TAGS_ASKED = [None, {"customer": "c0"}, {"customer": "c17"}, {"tenant": "t1"}, {"customer": "c0", "tenant": "t2"}, {"customer": "none"}]
+
+
+def report(rows: list[dict[str, Any]]) -> None:
+    print(
+        f"{'workflow':<13} {'status':<10} {'tags':<30} {'1st page ms':>11} {'runs':>5} {'examined':>8} more  walk to a full page or the end"
+    )
     for row in rows:
-        walk = f"{row['walk_pages']} pages, {row['walk_ms']:.0f} ms, {row['walk_slowest_page_ms']:.1f}" if "walk_ms" in row else ""
+        walk = (
+            f"{row['walk_pages']} pages, {row['walk_ms']:.0f} ms (slowest page {row['walk_slowest_page_ms']:.1f})"
+            if "walk_ms" in row
+            else ""
+        )
         tags = ",".join(f"{k}={v}" for k, v in (row["tags"] or {}).items()) or "-"
         print(f"{row['workflow'] or '-':<13} {row['status'] or '-':<10} {tags:<30} {row['first_page_ms']:>11.1f} {row['runs']:>5} "
               f"{row['examined']:>8} {'yes' if row['more'] else 'no':<4}  {walk}")  # fmt: skip
@@ -156,9 +150,35 @@ def main() -> int:
           f"({worst['workflow']}, {worst['status']}, {worst['tags']}); over 50 ms: {len(over)}")  # fmt: skip
     walks = [row for row in rows if "walk_ms" in row]
     if walks:
-        slowest_walk = max(walks, key=lambda row: row["walk_ms"])
-        print(f"short first pages: {len(walks)}; longest walk to a full page or the end: {slowest_walk['walk_ms']:.0f} ms in "
-              f"{slowest_walk['walk_pages']} pages ({slowest_walk['workflow']}, {slowest_walk['status']}, {slowest_walk['tags']})")  # fmt: skip
+        w = max(walks, key=lambda row: row["walk_ms"])
+        print(f"short first pages: {len(walks)}; longest walk to a full page or the end: {w['walk_ms']:.0f} ms in "
+              f"{w['walk_pages']} pages ({w['workflow']}, {w['status']}, {w['tags']})")  # fmt: skip
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("-n", "--runs", type=int, default=1_000_000)
+    parser.add_argument("--limit", type=int, default=50, help="page size (the dashboard's default: 50)")
+    parser.add_argument("--repeat", type=int, default=3, help="timings per combination; the median is reported")
+    parser.add_argument("--seed", type=int, default=18)
+    parser.add_argument("--json", help="save every row as JSON here")
+    parser.add_argument("--redis-url", help="use this Redis (default: a private redis-server); with --reuse, data built earlier")
+    parser.add_argument("--reuse", action="store_true", help="with --redis-url: query the runs an earlier run built there")
+    args = parser.parse_args()
+    with contextlib.ExitStack() as scope:
+        url = args.redis_url or scope.enter_context(RedisServer()).url
+        client = create_client(url, prefix="bench-search")
+        if not (args.reuse and client.redis.zcard(client.keys.runs_created())):
+            client.redis.eval("for _, k in ipairs(redis.call('keys', ARGV[1])) do redis.call('unlink', k) end", 0, "bench-search:*")
+            began = time.perf_counter()
+            build(client, args.runs, args.seed)
+            print(f"built {args.runs:,} runs in {time.perf_counter() - began:.1f}s", flush=True)
+        print(f"{client.redis.zcard(client.keys.runs_created()):,} runs; Redis uses {client.redis.info('memory')['used_memory_human']}")
+        rows = [
+            measure(client, w, s, t, args.limit, args.repeat) for w, s, t in itertools.product(WORKFLOWS_ASKED, STATUSES_ASKED, TAGS_ASKED)
+        ]
+        client.close()
+    report(rows)
     if args.json:
         with open(args.json, "wb") as out:
             out.write(orjson.dumps({"runs": args.runs, "limit": args.limit, "rows": rows}, option=orjson.OPT_INDENT_2))

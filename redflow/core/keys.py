@@ -279,3 +279,8 @@ def cron_fire_idempotency_key(cron_id: str, fire_ms: int) -> str:
     """Idempotency key of the run one cron fire starts: one run per fire time,
     even when leadership changes hands mid-fire."""
     return f"cron:{enc(cron_id)}:{fire_ms}"
+
+
+def cron_trigger_idempotency_key(cron_id: str, trigger_id: str) -> str:
+    """Idempotency key of the run ``cron trigger`` starts by hand: one run per trigger call id."""
+    return f"cron-trigger:{enc(cron_id)}:{enc(trigger_id)}"
