@@ -36,8 +36,12 @@ setup(
             "ruff>=0.6",
             "mypy>=1.10",
             "types-croniter",
+            "opentelemetry-api>=1.20",
+            "opentelemetry-sdk>=1.20",
         ],
         "metrics": ["prometheus_client>=0.17"],
+        # tracing (redflow.ops.otel); the SDK to export spans, the API alone to emit them
+        "otel": ["opentelemetry-api>=1.20", "opentelemetry-sdk>=1.20"],
     },
     entry_points={
         "console_scripts": ["redflow-gevent=redflow.ops.cli:main"],

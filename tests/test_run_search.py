@@ -157,8 +157,10 @@ def make_mixed_runs(client, start, seed: int) -> None:
     wait_until(lambda: client.count_runs("running") == 0 and client.redis.llen(client.keys.queue_ready("work")) == 0, timeout=20)
 
 
-def test_every_filter_combination_pages_through_exactly_what_a_full_scan_finds(client, flows, start, monkeypatch):
+@pytest.mark.parametrize("intersect_max", [0, 25_000], ids=["walks-only", "redis-intersects-first-pages"])
+def test_every_filter_combination_pages_through_exactly_what_a_full_scan_finds(client, flows, start, monkeypatch, intersect_max):
     make_mixed_runs(client, start, seed=18)
+    monkeypatch.setattr(run_search, "INTERSECT_MAX", intersect_max)
     everything = [client.get_run(run_id) for run_id in client.redis.zrange(client.keys.runs_created(), 0, -1)]
     assert {run.status for run in everything} == {"queued", "scheduled", "succeeded", "failed", "canceled"}
     monkeypatch.setattr(run_search, "PAGE_SKIP", 5)  # short pages: the cursor must carry the walk on

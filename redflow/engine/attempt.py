@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -207,6 +208,7 @@ class Attempt:
         workflow, input_value = prepared
         if rt.observers.active:
             rt.observers.on_start(self.run_id, self.info.workflow, self.queue, self.info.attempt)
+            rt.observers.on_attempt_begin(self.info, fields)
         cache, max_seq = load_step_cache(raw_steps)
         rt.keeper.track(self.lease)
         try:
@@ -411,6 +413,9 @@ class Attempt:
         elif saved.cancel_requested_at:
             self.interrupt(CANCELED)
         self.raise_if_interrupted()
+
+    def step_scope(self, name: str) -> AbstractContextManager[Any]:
+        return self.rt.observers.step_scope(self.info, name)
 
     def step_observed(self, name: str, status: str, duration_s: float) -> None:
         observers = self.rt.observers

@@ -12,6 +12,7 @@ from __future__ import annotations
 import inspect
 import time
 from collections.abc import Callable, Mapping, MutableMapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Protocol
@@ -81,6 +82,7 @@ class StepHost(Protocol):
     def now_ms(self) -> int: ...
     def raise_if_interrupted(self) -> None: ...
     def save_step(self, name: str, step_json: str) -> None: ...
+    def step_scope(self, name: str) -> AbstractContextManager[Any]: ...
     def step_observed(self, name: str, status: str, duration_s: float) -> None: ...
     def run_child_inline(self, queue: str, child_id: str) -> bool: ...
 
@@ -168,7 +170,8 @@ class StepApi:
         attempt.running_steps[name] = running
         began = time.perf_counter()
         try:
-            value = self._call(fn, name, timeout)
+            with attempt.step_scope(name):
+                value = self._call(fn, name, timeout)
             try:
                 output_json = codec.dumps(value)
             except SerializationError as exc:

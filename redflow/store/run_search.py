@@ -23,6 +23,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from redis.exceptions import ResponseError
+
 from redflow.core import codec
 from redflow.core.errors import RedflowError
 from redflow.core.keys import RUN_STATUSES, Keys
@@ -36,7 +38,12 @@ SEARCH_BATCH = 500
 CALL_WANTED = 1000
 CALL_SKIP = 2000
 #: Non-matching entries one page may examine: what bounds a page's latency.
-PAGE_SKIP = 10_000
+PAGE_SKIP = 6_000
+#: A first page whose smallest index has at most this many entries asks Redis
+#: for the size of the intersection first (ZINTERCARD, in C: about ten times
+#: the speed of the walk); when at most a page matches, it is read at once
+#: (ZINTER), so "nothing matches" and "a few match" cost one pass in C.
+INTERSECT_MAX = 25_000
 #: Statuses with an index per workflow and per tag (written where runs end so).
 TERMINAL_INDEXED = ("failed", "canceled")
 
@@ -144,35 +151,49 @@ class RunSearch:
         """Matching entries after ``cursor``: at most ``wanted``, and at most
         ``skip_budget`` non-matching entries examined per queue."""
         per_queue = {queue: flt.indexes(self.keys, queue) for queue in queues}
+        cards = self._cards(per_queue)
+        totals = [sum(column) for column in zip(*cards.values())]
         after: tuple[str, str] | None = None
         if cursor is not None:
             position, after = _decode(cursor, flt)
+            if position >= len(totals):
+                raise RedflowError("the cursor does not fit this filter")
         else:
-            planned = self._plan(per_queue)
-            if planned is None:
+            position = min(range(len(totals)), key=lambda i: totals[i])  # walk the smallest
+            if totals[position] == 0:
                 return Scan([], None, 0)
-            position = planned
+        order = sorted((i for i in range(len(totals)) if i != position), key=lambda i: totals[i])  # probe the smallest first
         results = []
         for queue, indexes in per_queue.items():
-            if position >= len(indexes):
-                raise RedflowError("the cursor does not fit this filter")
-            walk, probes = indexes[position], indexes[:position] + indexes[position + 1 :]
-            results.append((queue, *self._walk(walk, probes, after, wanted, skip_budget)))
+            walk, probes = indexes[position], [indexes[i] for i in order]
+            if after is None and probes and cards[queue][position] <= INTERSECT_MAX:
+                results.append((queue, *self._intersect(walk, probes, wanted, skip_budget, cards[queue][position])))
+            else:
+                results.append((queue, *self._walk(walk, probes, after, wanted, skip_budget)))
         return _merge(flt, position, results, wanted)
 
-    def _plan(self, per_queue: Mapping[str | None, list[str]]) -> int | None:
-        """Which index to walk: the smallest in all (None when one is empty everywhere: no match)."""
+    def _cards(self, per_queue: Mapping[str | None, list[str]]) -> dict[str | None, list[int]]:
+        """Each index's size, per queue, in one round trip."""
         pipe = self.redis.pipeline(transaction=False)
         for indexes in per_queue.values():
             for key in indexes:
                 pipe.zcard(key)
-        cards = iter(pipe.execute())
-        totals = [0] * len(next(iter(per_queue.values())))
-        for indexes in per_queue.values():
-            for position in range(len(indexes)):
-                totals[position] += next(cards)
-        smallest = min(range(len(totals)), key=lambda i: totals[i])
-        return None if totals[smallest] == 0 else smallest
+        sizes = iter(pipe.execute())
+        return {queue: [next(sizes) for _ in indexes] for queue, indexes in per_queue.items()}
+
+    def _intersect(
+        self, walk: str, probes: list[str], wanted: int, skip_budget: int, card: int
+    ) -> tuple[list[tuple[str, float]], tuple[str, str] | None, bool, int]:
+        """A first page from Redis's own intersection (see :data:`INTERSECT_MAX`), or the walk when more than a page matches."""
+        keys = [walk, *probes]
+        try:
+            size = self.redis.zintercard(len(keys), keys, limit=wanted + 1)
+        except ResponseError:  # a Redis before 7.0: no ZINTERCARD
+            size = wanted + 1
+        if size > wanted:  # dense: the walk finds a page at once
+            return self._walk(walk, probes, None, wanted, skip_budget)
+        found = self.redis.zinter({key: (1 if key == walk else 0) for key in keys}, withscores=True) if size else []
+        return [(run_id, score) for run_id, score in reversed(found)], None, True, card
 
     def _walk(
         self, walk: str, probes: list[str], after: tuple[str, str] | None, wanted: int, skip_budget: int

@@ -6,7 +6,7 @@
 -- still in the index with that score, else from the score itself (entries of
 -- that same score come in descending id order: those after the id, compared
 -- bytewise, are kept), so runs that left or joined the index meanwhile are fine.
--- KEYS: the index walked, then the indexes a match must also be in
+-- KEYS: the index walked, then the indexes a match must also be in (smallest first)
 -- ARGV: cursor score ("" = from the newest), cursor id, matches wanted,
 --       non-matching entries it may examine, entries read per step (<= 1000)
 -- Returns {{id, score, ...} of the matches, last id examined, its score,
@@ -62,21 +62,32 @@ while rank < card do
   for i = 1, n do
     ids[i] = page[2 * i - 1]
   end
-  local hits = {}
-  for p, key in ipairs(probe_keys) do
-    hits[p] = redis.call("zmscore", key, unpack(ids))
+  -- the probes come smallest first: each later one is asked about the survivors only
+  local alive, at = ids, {}
+  for i = 1, n do
+    at[i] = i
+  end
+  for _, key in ipairs(probe_keys) do
+    if #alive == 0 then
+      break
+    end
+    local scores = redis.call("zmscore", key, unpack(alive))
+    local kept, kept_at = {}, {}
+    for j = 1, #alive do
+      if scores[j] then
+        kept[#kept + 1], kept_at[#kept_at + 1] = alive[j], at[j]
+      end
+    end
+    alive, at = kept, kept_at
+  end
+  local match = {}
+  for _, i in ipairs(at) do
+    match[i] = true
   end
   for i = 1, n do
     examined = examined + 1
     last_id, last_score = ids[i], page[2 * i]
-    local match = true
-    for p = 1, #probe_keys do
-      if not hits[p][i] then
-        match = false
-        break
-      end
-    end
-    if match then
+    if match[i] then
       matches[#matches + 1] = last_id
       matches[#matches + 1] = last_score
       found = found + 1
