@@ -42,7 +42,6 @@ from redflow.ops.admin import (
     cancel_run,
     connect,
     connection_options,
-    cron_entries,
     fmt_attempt,
     fmt_duration,
     fmt_error,
@@ -176,6 +175,11 @@ class Dashboard:
     def _route(self, environ: dict[str, Any], base: str) -> Response:
         path = environ.get("PATH_INFO", "") or "/"
         method = environ.get("REQUEST_METHOD", "GET")
+        from redflow.ops import dashboard_operations  # bulk and cron actions (it builds on this module)
+
+        handled = dashboard_operations.route(self, environ, base, path, method)
+        if handled is not None:
+            return handled
         action = _ACTION_PATH.fullmatch(path)
         if action:
             _allow(method, "POST")
@@ -203,6 +207,14 @@ class Dashboard:
     def _message(self, base: str, status: str, message: str) -> Response:
         return self._html(base, status, self._render("message.html", status=h(status), message=h(message), base=h(base)), status)
 
+    def page(self, base: str, status: str, title: str, message: str) -> Response:
+        """A page saying what an action did (``title`` and ``message`` are text)."""
+        return self._html(base, title, self._render("message.html", status=h(title), message=h(message), base=h(base)), status)
+
+    def authorize(self, environ: dict[str, Any], form: dict[str, list[str]]) -> None:
+        """403 unless the form or the Authorization header carries the token."""
+        self._authorize(environ, form)
+
     # -- pages -------------------------------------------------------------------
     def _overview(self, base: str, query: dict[str, list[str]]) -> Response:
         workflow, status, limit = _filters(query)
@@ -215,33 +227,21 @@ class Dashboard:
             "No queues yet: no worker has synced a workflow.",
             numeric=(1, 2, 3),
         )
-        crons = table(
-            ("workflow", "expression", "timezone", "next (UTC)", "queue"),
-            (
-                [h(c.workflow), f"<code>{h(c.expression)}</code>", h(c.timezone or "UTC"), h(fmt_time(c.next_at)), h(c.queue)]
-                if c.error is None
-                else [h(c.id), f'<span class="muted">unreadable: {h(c.error)}</span>', "", h(fmt_time(c.next_at)), ""]
-                for c in cron_entries(client)
-            ),
-            "No cron triggers.",
-        )
-        runs = table(
-            ("run", "workflow", "status", "attempt", "created (UTC)", "duration", "error"),
-            (
-                [_run_link(base, r.id), h(r.workflow), badge(r.status), h(fmt_attempt(r)), h(fmt_time(r.created_at)),
-                 h(fmt_duration(r.started_at, r.finished_at)), h(fmt_error(r.error) if r.status == "failed" else "")]
-                for r in client.list_runs(workflow=workflow, status=status, limit=limit)
-            ),
-            "No runs match.",
-        )  # fmt: skip
+        from redflow.ops import dashboard_operations  # filters with tags, paging, bulk and cron controls
+
+        crons = dashboard_operations.crons_section(self, base)
+        runs, tag_input = dashboard_operations.runs_section(self, base, query, limit)
         body = self._render(
             "overview.html", base=h(base), queues=queues, crons=crons, counts=counts, runs=runs, max_limit=MAX_LIMIT, limit=limit,
+            tag_input=tag_input,
             workflow_options=_options(names + ([workflow] if workflow and workflow not in names else []), workflow),
             status_options=_options(RUN_STATUSES, status),
         )  # fmt: skip
         return self._html(base, "Dashboard", body)
 
     def _run_page(self, base: str, run_id: str, query: dict[str, list[str]]) -> Response:
+        from redflow.ops.dashboard_operations import tags_html
+
         run = self.client.get_run(run_id)
         if run is None:
             raise HttpError("404 Not Found", f"No run {run_id}.")
@@ -251,6 +251,7 @@ class Dashboard:
             ("created", h(fmt_time(run.created_at))), ("started", h(fmt_time(run.started_at))),
             ("finished", h(fmt_time(run.finished_at))), ("duration", h(fmt_duration(run.started_at, run.finished_at))),
             ("parent", _run_link(base, run.parent_run_id) if run.parent_run_id else "-"),
+            ("tags", tags_html(run.tags, base) if run.tags else "-"),
             ("cancel", h(run.cancel_reason or ("requested" if run.cancel_requested_at else "-"))),
         ]  # fmt: skip
         outcome = ""
@@ -326,7 +327,7 @@ def _filters(query: dict[str, list[str]]) -> tuple[str | None, str | None, int]:
     return workflow, status, int(raw_limit)
 
 
-def _read_form(environ: dict[str, Any]) -> dict[str, list[str]]:
+def _read_form(environ: dict[str, Any], max_fields: int = 10) -> dict[str, list[str]]:
     raw_length = environ.get("CONTENT_LENGTH") or "0"
     if not raw_length.isdigit():
         raise HttpError("400 Bad Request", "Bad Content-Length.")
@@ -334,7 +335,7 @@ def _read_form(environ: dict[str, Any]) -> dict[str, list[str]]:
         raise HttpError("413 Content Too Large", "The form is too large.")
     body = environ["wsgi.input"].read(int(raw_length)) if int(raw_length) else b""
     try:
-        return parse_qs(body.decode("utf-8"), max_num_fields=10)
+        return parse_qs(body.decode("utf-8"), max_num_fields=max_fields)
     except (UnicodeDecodeError, ValueError):
         raise HttpError("400 Bad Request", "The form is not valid.") from None
 
