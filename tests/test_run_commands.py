@@ -47,6 +47,8 @@ def test_runs_list_filters_by_tag_and_pages_with_a_cursor(cli, tagged):  # noqa:
     assert code == 0 and len(page) == 2 and all(run["tags"]["customer"] == "42" for run in page)
     code, out, _ = cli("runs", "list", "--tag", "customer=42", "--tag", "tenant=acme", "--status", "queued", "--json")
     assert {run["id"] for run in orjson.loads(out)} == set(tagged["queued"])
+    code, out, _ = cli("runs", "show", tagged["queued"][0])
+    assert code == 0 and "tags      customer=42 tenant=acme" in out
     code, _, err = cli("runs", "list", "--tag", "customer")
     assert code == 1 and "a tag filter is key=value" in err
     code, _, err = cli("runs", "list", "--tag", "customer=1", "--tag", "customer=2")

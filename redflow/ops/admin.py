@@ -204,6 +204,7 @@ def run_details(run: Run, steps: Sequence[Step]) -> str:
         ("finished", fmt_time(run.finished_at)), ("input", preview(run.input, 200)),
         ("output", preview(run.output, 200) if run.status == "succeeded" else "-"), ("error", fmt_error(run.error)),
         ("cancel", run.cancel_reason or ("requested" if run.cancel_requested_at else "-")), ("parent", run.parent_run_id or "-"),
+        ("tags", " ".join(f"{k}={v}" for k, v in run.tags.items()) or "-"),
     ]  # fmt: skip
     head = "\n".join(f"{name:<9} {value}" for name, value in fields)
     if not steps:
