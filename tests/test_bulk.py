@@ -50,13 +50,13 @@ def test_bulk_cancel_leaves_finished_runs_untouched(client, registry, start, r):
     done = [client.run("quick", {"n": n}, tags={"customer": "42"}) for n in range(20)]
     wait_until(lambda: all(h.status() == "succeeded" for h in done), timeout=20)
     worker.stop()
-    before = {h.id: r.hgetall(client.keys.run(h.id)) for h in done}
+    before = {h.id: r.hgetall(client.keys.run(h.id, "served")) for h in done}
     queued = [client.run("later", {}, tags={"customer": "42"}) for _ in range(30)]
     scheduled = [client.run("later", {}, tags={"customer": "42"}, delay=3600) for _ in range(10)]
     other = client.run("later", {}, tags={"customer": "7"})
 
     assert client.cancel_many(status=None, tags={"customer": "42"}, reason="incident 18") == 40
-    assert {h.id: r.hgetall(client.keys.run(h.id)) for h in done} == before
+    assert {h.id: r.hgetall(client.keys.run(h.id, "served")) for h in done} == before
     assert all(client.get_run(h.id).status == "canceled" for h in queued + scheduled)
     assert client.get_run(queued[0].id).cancel_reason == "incident 18"
     assert other.status() == "queued"
