@@ -36,6 +36,7 @@ setup(
             "ruff>=0.6",
             "mypy>=1.10",
             "types-croniter",
+            "tox>=4",
             "opentelemetry-api>=1.20",
             "opentelemetry-sdk>=1.20",
         ],

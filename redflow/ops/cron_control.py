@@ -25,7 +25,7 @@ from redflow.core import codec
 from redflow.core.errors import RedflowError
 from redflow.core.keys import cron_trigger_idempotency_key
 from redflow.core.models import CronDef
-from redflow.ops.admin import _emit
+from redflow.ops.admin import emit
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +110,7 @@ def register(cron_sub: Any, common: argparse.ArgumentParser, command: Callable[.
 def _handler(fn: Callable[..., CronChange]) -> Callable[[RedflowClient, argparse.Namespace], int]:
     def handle(client: RedflowClient, args: argparse.Namespace) -> int:
         change = fn(client, args.cron_id, args.trigger_id) if fn is trigger else fn(client, args.cron_id)
-        _emit(args, change, f"{change.cron_id}: {change.message}")
+        emit(args, change, f"{change.cron_id}: {change.message}")
         return 0 if change.ok else 1
 
     return handle

@@ -2,9 +2,9 @@
 status and tag with paging, tags on runs, bulk retry / cancel of a filtered
 list, and cron pause / resume / trigger.
 
-Kept apart from ``dashboard.py`` (pages and the app): that module calls
-:func:`runs_section`, :func:`crons_section` and :func:`route` and this one
-renders and handles the rest. The rules are the dashboard's: every value is
+Kept apart from the ``dashboard`` package: its pages call
+:func:`runs_section` and :func:`crons_section`, its app :func:`route`, and
+this module renders and handles the rest. The rules are the dashboard's: every value is
 escaped, no script runs in the page, actions are POST only behind the token,
 and a result page says what was done with nothing from the request echoed
 but the filters, escaped.
@@ -23,12 +23,14 @@ from redflow.core.models import Run
 from redflow.core.tags import MAX_TAGS
 from redflow.ops import cron_control, run_search
 from redflow.ops.admin import cron_entries, fmt_attempt, fmt_duration, fmt_error, fmt_time
-from redflow.ops.dashboard import ACTIONS_OFF, HttpError, Response, _one, _read_form, _run_link, badge, h, table
+from redflow.ops.dashboard.app import ACTIONS_OFF, read_form
+from redflow.ops.dashboard.markup import HttpError, Response, badge, h, one, run_link, table
 from redflow.ops.run_search import Filters
 from redflow.store.bulk import CANCELABLE, RETRYABLE
 
 if TYPE_CHECKING:
-    from redflow.ops.dashboard import Dashboard
+    from redflow.client import RedflowClient
+    from redflow.ops.dashboard.app import Dashboard
 
 log = logging.getLogger("redflow.dashboard")
 
@@ -52,10 +54,10 @@ def filters_from(query: dict[str, list[str]]) -> tuple[Filters, str | None]:
         tags = run_search.parse_tags(t.strip() for t in texts)
     except RedflowError as exc:
         raise HttpError("400 Bad Request", f"Bad tag filter: {exc}") from None
-    cursor = _one(query, "cursor") or None
+    cursor = one(query, "cursor") or None
     if cursor is not None and len(cursor) > 600:
         raise HttpError("400 Bad Request", "The cursor is too long.")
-    return Filters(_one(query, "workflow") or None, _one(query, "status") or None, tags), cursor
+    return Filters(one(query, "workflow") or None, one(query, "status") or None, tags), cursor
 
 
 def _query(filters: Filters, **more: Any) -> str:
@@ -65,15 +67,15 @@ def _query(filters: Filters, **more: Any) -> str:
     return urlencode(pairs)
 
 
-def runs_section(dashboard: Dashboard, base: str, query: dict[str, list[str]], limit: int) -> tuple[str, str]:
-    """The runs table with tags and a next-page link, and the tag filter's input (both HTML)."""
+def runs_section(client: RedflowClient, actions_enabled: bool, base: str, query: dict[str, list[str]], limit: int) -> tuple[str, str]:
+    """The runs table with tags, a next-page link and the bulk forms, and the tag filter's input (both HTML)."""
     filters, cursor = filters_from(query)
     try:
-        page = dashboard.client.list_runs(filters.workflow, filters.status, limit, tags=filters.tags, cursor=cursor)
+        page = client.list_runs(filters.workflow, filters.status, limit, tags=filters.tags, cursor=cursor)
     except RedflowError as exc:  # a cursor of other filters, or a stale one
         raise HttpError("400 Bad Request", f"Cannot list: {exc}") from None
     rows = (
-        [_run_link(base, r.id), h(r.workflow), badge(r.status), tags_html(r.tags, base), h(fmt_attempt(r)), h(fmt_time(r.created_at)),
+        [run_link(base, r.id), h(r.workflow), badge(r.status), tags_html(r.tags, base), h(fmt_attempt(r)), h(fmt_time(r.created_at)),
          h(fmt_duration(r.started_at, r.finished_at)), h(fmt_error(r.error) if r.status == "failed" else "")]
         for r in page
     )  # fmt: skip
@@ -85,7 +87,7 @@ def runs_section(dashboard: Dashboard, base: str, query: dict[str, list[str]], l
         nav.append(f'<a class="next" href="{h(base)}/?{h(_query(filters, limit=limit, cursor=page.cursor))}">older runs &rarr;</a>')
     if nav:
         html += f'<p class="pager">{" ".join(nav)}</p>'
-    html += _bulk_forms(dashboard, base, filters)
+    html += _bulk_forms(actions_enabled, base, filters)
     tag_value = ", ".join(f"{k}={v}" for k, v in filters.tags.items())
     tag_input = f'<label>tag<input type="text" name="tag" placeholder="key=value" maxlength="300" value="{h(tag_value)}"></label>'
     return html, tag_input if len(filters.tags) <= 1 else _hidden_tags(filters)
@@ -104,7 +106,7 @@ def _empty(page: Sequence[Run], cursor: str | None) -> str:
     return "No more runs match." if cursor else "No runs match."
 
 
-def _bulk_forms(dashboard: Dashboard, base: str, filters: Filters) -> str:
+def _bulk_forms(actions_enabled: bool, base: str, filters: Filters) -> str:
     """Retry / cancel every run the filters select (the actions that fit the status filter)."""
     forms = []
     for action, label, allowed in (("retry", "Retry all", RETRYABLE), ("cancel", "Cancel all", CANCELABLE)):
@@ -120,7 +122,7 @@ def _bulk_forms(dashboard: Dashboard, base: str, filters: Filters) -> str:
             f'<span class="mono">{h(filters.describe())}</span></label>'
             f'<button type="submit" class="{"danger" if action == "cancel" else ""}">{h(label)}</button></form>'
         )
-    if not dashboard.actions_enabled:
+    if not actions_enabled:
         return f'<p class="muted">{h(ACTIONS_OFF)}</p>' if forms else ""
     return f'<div class="bulk-actions"><h3>Bulk actions</h3>{"".join(forms)}</div>' if forms else ""
 
@@ -130,20 +132,20 @@ def _pairs(filters: Filters) -> list[tuple[str, str]]:
     return pairs + [("tag", f"{k}={v}") for k, v in filters.tags.items()]
 
 
-def crons_section(dashboard: Dashboard, base: str) -> str:
+def crons_section(client: RedflowClient, actions_enabled: bool, base: str) -> str:
     """Cron triggers with their next times, paused ones marked, and pause / resume / trigger buttons."""
     rows = []
-    for c in cron_entries(dashboard.client):
+    for c in cron_entries(client):
         when = '<span class="badge status-canceled">paused</span>' if c.paused_at else h(fmt_time(c.next_at))
         first = [h(c.workflow), f"<code>{h(c.expression)}</code>", h(c.timezone or "UTC")] if c.error is None else [
             h(c.id), f'<span class="muted">unreadable: {h(c.error)}</span>', ""]  # fmt: skip
-        rows.append([*first, when, h(c.queue if c.error is None else ""), _cron_buttons(dashboard, base, c.id, bool(c.paused_at))])
+        rows.append([*first, when, h(c.queue if c.error is None else ""), _cron_buttons(actions_enabled, base, c.id, bool(c.paused_at))])
     return table(("workflow", "expression", "timezone", "next (UTC)", "queue", ""), rows, "No cron triggers.")
 
 
-def _cron_buttons(dashboard: Dashboard, base: str, cron_id: str, paused: bool) -> str:
+def _cron_buttons(actions_enabled: bool, base: str, cron_id: str, paused: bool) -> str:
     """One form, two buttons (``formaction``: no script needed): pause or resume, and trigger."""
-    if not dashboard.actions_enabled:
+    if not actions_enabled:
         return ""
     url = f"{base}/cron/{quote(cron_id, safe='')}"
     first = "resume" if paused else "pause"
@@ -162,7 +164,7 @@ def route(dashboard: Dashboard, environ: dict[str, Any], base: str, path: str, m
         return None
     if method != "POST":
         raise HttpError("405 Method Not Allowed", "Use POST here.", [("Allow", "POST")])
-    form = _read_form(environ, max_fields=30)
+    form = read_form(environ, max_fields=30)
     dashboard.authorize(environ, form)
     if bulk:
         return _bulk(dashboard, base, bulk.group(1), form)
@@ -171,10 +173,10 @@ def route(dashboard: Dashboard, environ: dict[str, Any], base: str, path: str, m
 
 
 def _bulk(dashboard: Dashboard, base: str, action: str, form: dict[str, list[str]]) -> Response:
-    if _one(form, "confirm") != "yes":
+    if one(form, "confirm") != "yes":
         raise HttpError("400 Bad Request", "Tick the box to confirm a bulk action.")
     filters, _ = filters_from(form)
-    reason = (_one(form, "reason") or "")[:200] or None
+    reason = (one(form, "reason") or "")[:200] or None
     try:
         count = run_search.apply(dashboard.client, action, filters, reason)
     except RedflowError as exc:

@@ -19,7 +19,7 @@ from redflow.client import RedflowClient
 from redflow.core.errors import RedflowError
 from redflow.core.keys import RUN_STATUSES
 from redflow.core.tags import parse_tag
-from redflow.ops.admin import ActionResult, _emit, _positive_int, cancel_run, retry_run, runs_table
+from redflow.ops.admin import ActionResult, cancel_run, emit, positive_int, retry_run, runs_table
 from redflow.store.bulk import CANCELABLE, RETRYABLE
 
 ACTIONS = ("retry", "cancel")
@@ -91,7 +91,7 @@ def add_filter_options(parser: argparse.ArgumentParser, *, status_help: str) -> 
 def add_list_options(parser: argparse.ArgumentParser) -> None:
     """``runs list`` options: filters, ``--limit`` and ``--cursor``."""
     add_filter_options(parser, status_help="only runs in this status")
-    parser.add_argument("--limit", type=_positive_int, default=20, help="at most this many (default 20)")
+    parser.add_argument("--limit", type=positive_int, default=20, help="at most this many (default 20)")
     parser.add_argument("--cursor", default=None, help="continue a listing (printed after a page that has more)")
 
 
@@ -107,7 +107,7 @@ def add_bulk_options(parser: argparse.ArgumentParser, action: str) -> None:
 
 def runs_list(client: RedflowClient, args: argparse.Namespace) -> int:
     page = client.list_runs(workflow=args.workflow, status=args.status, tags=parse_tags(args.tag), limit=args.limit, cursor=args.cursor)
-    _emit(args, list(page), runs_table(page) if page else "(no runs)")
+    emit(args, list(page), runs_table(page) if page else "(no runs)")
     if page.cursor:  # on stderr: stdout stays a table, or a JSON list of runs
         print(f"(more may match: --cursor {page.cursor})", file=sys.stderr)
     return 0
@@ -121,20 +121,20 @@ def runs_action(client: RedflowClient, args: argparse.Namespace, action: str) ->
         if args.workflow or args.status or args.tag or args.dry_run:
             raise RedflowError("--workflow, --status, --tag and --dry-run go with --all")
         result: ActionResult = retry_run(client, args.run_id) if action == "retry" else cancel_run(client, args.run_id, args.reason)
-        _emit(args, result, f"{result.run_id}: {result.message}")
+        emit(args, result, f"{result.run_id}: {result.message}")
         return 0 if result.ok else 1
     if args.run_id:
         raise RedflowError("give a run id or --all, not both")
     filters = Filters(args.workflow, args.status, parse_tags(args.tag))
     count = count_for(client, action, filters)
     if args.dry_run or count == 0:
-        _emit(args, {"action": action, "dry_run": True, "count": count}, summary(action, filters, count, dry_run=True))
+        emit(args, {"action": action, "dry_run": True, "count": count}, summary(action, filters, count, dry_run=True))
         return 0
     if not args.yes and not _confirm(f"{action} {count} run(s) ({filters.describe()})? [y/N] "):
         print("nothing done", file=sys.stderr)
         return 1
     done = apply(client, action, filters, getattr(args, "reason", None))
-    _emit(args, {"action": action, "count": done}, summary(action, filters, done))
+    emit(args, {"action": action, "count": done}, summary(action, filters, done))
     return 0
 
 
