@@ -9,6 +9,7 @@ import sys
 
 import pytest
 from gevent.pywsgi import WSGIServer
+from helpers import wait_until
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -30,6 +31,11 @@ def traced():
     yield provider, exporter
     otel.uninstrument()
     provider.shutdown()
+
+
+def finished(exporter, *names):
+    """Wait for these spans: an attempt's span ends just after its settle, which is when a waiter wakes."""
+    wait_until(lambda: set(names) <= {s.name for s in exporter.get_finished_spans()}, timeout=10)
 
 
 def named(spans, name):
@@ -95,6 +101,7 @@ def test_child_runs_and_events_started_by_steps_stay_in_the_parents_trace(traced
 
     start()
     assert client.run("parent", {}).result(10) == 42
+    finished(exporter, "redflow run parent", "redflow run child", "redflow run notified")  # attempt spans end after their settle
     spans = exporter.get_finished_spans()
     root = named(spans, "redflow enqueue parent")
     assert root.parent is None  # nothing was active where the run was started: the enqueue starts the trace
@@ -127,6 +134,7 @@ def test_a_failed_step_and_attempt_are_marked_as_errors(traced, client, registry
     start()
     with pytest.raises(Exception, match="division by zero"):
         client.run("flaky", {}).result(10)
+    finished(exporter, "redflow run flaky")
     spans = exporter.get_finished_spans()
     step, attempt = named(spans, "redflow step call-api"), named(spans, "redflow run flaky")
     assert not step.status.is_ok and step.events[0].name == "exception"
