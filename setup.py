@@ -37,8 +37,12 @@ setup(
             "mypy>=1.10",
             "types-croniter",
             "tox>=4",
+            "opentelemetry-api>=1.20",
+            "opentelemetry-sdk>=1.20",
         ],
         "metrics": ["prometheus_client>=0.17"],
+        # tracing (redflow.ops.otel); the SDK to export spans, the API alone to emit them
+        "otel": ["opentelemetry-api>=1.20", "opentelemetry-sdk>=1.20"],
     },
     entry_points={
         "console_scripts": ["redflow-gevent=redflow.ops.cli:main"],

@@ -6,16 +6,14 @@ call is cooperative. One client is safe to share between greenlets.
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass
 from typing import Any
 
 from redflow.core import codec
 from redflow.core.errors import (
-    CanceledError,
     CorruptDataError,
     InputValidationError,
     RedflowError,
@@ -26,9 +24,12 @@ from redflow.core.errors import (
 )
 from redflow.core.keys import RUN_STATUSES, Keys, event_run_idempotency_key, new_id
 from redflow.core.models import EventDef, Run, RunField, Step, WorkflowField, max_attempts_of
+from redflow.core.tags import tags_json, validate_tags
 from redflow.handle import RunHandle, RunState
 from redflow.registry import Registry, Workflow, get_default_registry
+from redflow.store import bulk
 from redflow.store.connection import close_redis, create_redis, is_cluster, resolve_prefix
+from redflow.store.run_search import Entry, RunFilter, RunList, RunSearch
 from redflow.store.scripts import Enqueued, Scripts
 from redflow.store.server_clock import ServerClock
 
@@ -40,6 +41,25 @@ _RESULT_FIELDS = (RunField.STATUS, RunField.OUTPUT_JSON, RunField.ERROR_JSON, Ru
 
 def new_run_id() -> str:
     return new_id("run")
+
+
+#: ``hook(operation, name, fields)`` -> a context manager around enqueueing a run
+#: (operation "enqueue", ``name`` its workflow) or emitting an event ("event"):
+#: it may add fields to store on the run (a trace context) and is given the run
+#: id. Empty: enqueueing costs nothing more. See :func:`add_enqueue_hook`.
+EnqueueHook = Callable[[str, str, dict[str, str]], AbstractContextManager[Callable[[str], None]]]
+_ENQUEUE_HOOKS: list[EnqueueHook] = []
+
+
+def add_enqueue_hook(hook: EnqueueHook) -> None:
+    """Wrap every enqueue and event emission of every client (tracing: ``redflow.ops.otel``)."""
+    if hook not in _ENQUEUE_HOOKS:
+        _ENQUEUE_HOOKS.append(hook)
+
+
+def remove_enqueue_hook(hook: EnqueueHook) -> None:
+    if hook in _ENQUEUE_HOOKS:
+        _ENQUEUE_HOOKS.remove(hook)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +81,7 @@ class RedflowClient:
         self.keys = Keys(self.prefix, cluster=is_cluster(self.redis))
         self.scripts = Scripts(self.redis, self.keys)
         self.clock = ServerClock(self.redis)
+        self.search = RunSearch(self.redis, self.keys, self.scripts)
         self.registry = registry
         self._owns_redis = owns_redis or self.redis is not redis
         self._queue_cache: dict[str, str] = {}
@@ -123,9 +144,11 @@ class RedflowClient:
         max_attempts: int | None = None,
         parent_run_id: str | None = None,
         idempotency_ttl: int = IDEMPOTENCY_TTL_S,
+        tags: Mapping[str, str] | None = None,
     ) -> RunHandle:
         """Start a run of ``workflow`` (a name or a ``Workflow``); same
-        ``idempotency_key`` => same run, never enqueued twice."""
+        ``idempotency_key`` => same run, never enqueued twice. ``tags``: a few
+        ``str -> str`` pairs to find the run by (``list_runs(tags=...)``)."""
         target = self.resolve_workflow(workflow)
         return self._enqueue(
             target,
@@ -136,9 +159,16 @@ class RedflowClient:
             max_attempts=max_attempts,
             parent_run_id=parent_run_id,
             idempotency_ttl=idempotency_ttl,
+            tags=validate_tags(tags),
         )
 
-    def _enqueue(
+    def _enqueue(self, target: _Target, input_json: str, **options: Any) -> RunHandle:
+        if not _ENQUEUE_HOOKS:
+            return self._enqueue_now(target, input_json, **options)
+        run_ids = _hooked("enqueue", target.name, lambda fields: [self._enqueue_now(target, input_json, hook_fields=fields, **options).id])
+        return RunHandle(self, run_ids[0])
+
+    def _enqueue_now(
         self,
         target: _Target,
         input_json: str,
@@ -149,17 +179,23 @@ class RedflowClient:
         max_attempts: int | None,
         parent_run_id: str | None,
         idempotency_ttl: int,
+        tags: Mapping[str, str] | None = None,
+        hook_fields: Mapping[str, str] | None = None,
     ) -> RunHandle:
         if max_attempts is not None and (not isinstance(max_attempts, int) or max_attempts < 1):
             raise RedflowError("max_attempts must be an int >= 1")
         if idempotency_key is not None and (not isinstance(idempotency_key, str) or not idempotency_key):
             raise RedflowError("idempotency_key must be a non-empty string")
+        extra_fields = dict(hook_fields or {})
+        if tags:
+            extra_fields[RunField.TAGS_JSON] = tags_json(tags)
         now = self.now_ms()
         replace_id = ""
         # An idempotency key naming a run that failed, was canceled or is gone
         # may be taken over; the script only swaps it if it still names that run.
         queue = queue or target.queue
         children_key = self._children_key(parent_run_id) if parent_run_id else None
+        index_keys = self.keys.tag_index_keys(target.name, tags, queue) if tags else ()
         for _ in range(8):
             run_id = new_run_id()
             # Located and listed before it exists: a worker may take the run the
@@ -180,6 +216,8 @@ class RedflowClient:
                 idempotency_ttl_s=idempotency_ttl,
                 replace_id=replace_id,
                 parent_run_id=parent_run_id or "",
+                extra_fields=extra_fields,
+                index_keys=index_keys,
                 conn=batch,
             )
             enqueued: Enqueued = batch.execute()[-1]
@@ -197,8 +235,7 @@ class RedflowClient:
         ``batch`` runs (no idempotency keys, no delays): bulk loads and benches."""
         target = self.resolve_workflow(workflow)
         queue = queue or target.queue
-        if self.keys.cluster:
-            self.scripts.load_all()  # a cluster pipeline does not load scripts by itself
+        self._load_scripts_for_batches()
         handles: list[RunHandle] = []
         pipe = self.scripts.batch()
         for value in inputs:
@@ -385,63 +422,78 @@ class RedflowClient:
         counts = iter(pipe.execute())
         return {status: sum(next(counts) for _ in queues) for status in statuses}
 
-    def list_runs(self, workflow: str | None = None, status: str | None = None, limit: int = 100) -> list[Run]:
-        """Newest first. Runs whose hash is gone are skipped; a corrupt one raises."""
-        if status is not None:
-            _check_status(status)
-        queues = self._index_queues()
-        if workflow is not None:
-            indexes = [(q, self.keys.workflow_runs(workflow, q)) for q in queues]
-        elif status is not None:
-            indexes = [(q, self.keys.runs_status(status, q)) for q in queues]
-        else:
-            indexes = [(q, self.keys.runs_created(q)) for q in queues]
-        newest = heapq.merge(*(self._index_desc(q, index, max(limit, 50)) for q, index in indexes), key=lambda e: -e[0])
-        runs: list[Run] = []
-        while len(runs) < limit:
-            page = list(itertools.islice(newest, max(limit - len(runs), 50)))
-            if not page:
-                break
-            pipe = self.redis.pipeline(transaction=False)
-            for _, run_id, queue in page:
-                pipe.hgetall(self.keys.run(run_id, queue))
-            for (_, run_id, _), fields in zip(page, pipe.execute()):
-                if fields:
-                    run = Run.from_hash(run_id, fields)
-                    if status is None or run.status == status:
-                        runs.append(run)
-        return runs[:limit]
+    def list_runs(
+        self,
+        workflow: str | None = None,
+        status: str | None = None,
+        limit: int = 100,
+        *,
+        tags: Mapping[str, str] | None = None,
+        cursor: str | None = None,
+    ) -> RunList:
+        """Runs matching every filter given, newest first, answered from indexes
+        (``store/run_search.py``). A page does bounded work, so it may hold fewer
+        than ``limit`` runs while more match further back: then ``.cursor`` of
+        the returned list is not None; pass it as ``cursor=`` for the next page.
+        Runs whose hash is gone are skipped; a corrupt one raises."""
+        return self.search.page(RunFilter.of(workflow, status, tags), self._index_queues(), limit=limit, cursor=cursor)
 
-    def _index_desc(self, queue: str | None, index: str, batch: int) -> Iterator[tuple[float, str, str | None]]:
-        start = 0
-        while True:
-            page = self.redis.zrevrange(index, start, start + batch - 1, withscores=True)
-            for run_id, score in page:
-                yield score, run_id, queue
-            if len(page) < batch:
-                return
-            start += batch
+    def count_matching(self, workflow: str | None = None, status: str | None = None, *, tags: Mapping[str, str] | None = None) -> int:
+        """How many runs match (an index's size, or a bounded-batch walk)."""
+        return self.search.count(RunFilter.of(workflow, status, tags), self._index_queues())
 
     # -- cancel ------------------------------------------------------------
+    def _target(self, run_id: str) -> tuple[str, list[str]] | None:
+        """A run's queue and failed / canceled index pairs, or None if there is no such run."""
+        found, slot_queue = self._slot_queue(run_id)
+        return self.search.targets([Entry(0.0, run_id, slot_queue)])[0] if found else None
+
     def cancel(self, run_id: str, reason: str | None = None) -> bool:
         """Cancel a run: ``True`` if it is canceled now or its worker was told
         to stop it; ``False`` if it already ended or does not exist."""
-        queue = self.queue_of(run_id)
-        if queue is None:
+        target = self._target(run_id)
+        if target is None:
             return False
-        message = f"Run canceled: {reason}" if reason else "Run canceled"
-        error_json = codec.dumps_error(CanceledError(message), with_stack=False)
-        outcome = self.scripts.cancel_run(run_id=run_id, queue=queue, now=self.now_ms(), reason=reason or "", error_json=error_json)
+        queue, index_keys = target
+        outcome = self.scripts.cancel_run(
+            run_id=run_id, queue=queue, now=self.now_ms(), reason=reason or "", error_json=bulk.cancel_error_json(reason),
+            index_keys=index_keys,
+        )  # fmt: skip
         return outcome in ("canceled", "requested")
 
     def retry(self, run_id: str) -> bool:
         """Run a failed or canceled run again under the same id: its succeeded
         steps replay, and it gets a fresh attempt budget. ``False`` if the
         run is missing or not failed/canceled."""
-        queue = self.queue_of(run_id)
-        if queue is None:
+        target = self._target(run_id)
+        if target is None:
             return False
-        return self.scripts.retry_run(run_id=run_id, queue=queue, now=self.now_ms()).accepted
+        queue, index_keys = target
+        return self.scripts.retry_run(run_id=run_id, queue=queue, now=self.now_ms(), index_keys=index_keys).accepted
+
+    def retry_many(self, workflow: str | None = None, status: str | None = "failed", tags: Mapping[str, str] | None = None) -> int:
+        """Retry every run that matches (``status`` failed, canceled, or None for
+        both), in bounded batches, each at most once; returns how many were retried."""
+        self._load_scripts_for_batches()
+        return bulk.retry_many(self.search, RunFilter.of(workflow, status, tags), self._index_queues(), self.now_ms)
+
+    def cancel_many(
+        self,
+        workflow: str | None = None,
+        status: str | None = "queued",
+        tags: Mapping[str, str] | None = None,
+        *,
+        reason: str | None = None,
+    ) -> int:
+        """Cancel every unfinished run that matches (``status`` scheduled, queued,
+        running, or None for all three); finished runs are left alone. Returns
+        how many were canceled or (running) told to stop."""
+        self._load_scripts_for_batches()
+        return bulk.cancel_many(self.search, RunFilter.of(workflow, status, tags), self._index_queues(), self.now_ms, reason)
+
+    def _load_scripts_for_batches(self) -> None:
+        if self.keys.cluster:
+            self.scripts.load_all()  # a cluster pipeline does not load scripts by itself
 
     # -- events ------------------------------------------------------------
     def event_subscribers(self, event: str) -> list[EventDef]:
@@ -471,6 +523,11 @@ class RedflowClient:
     def _fan_out(self, name: str, payload: Any, idempotency_key: str | None, available_at: int | None) -> list[str]:
         if not name or not isinstance(name, str):
             raise RedflowError("an event needs a non-empty name")
+        if _ENQUEUE_HOOKS:
+            return _hooked("event", name, lambda _: self._start_subscribers(name, payload, idempotency_key, available_at))
+        return self._start_subscribers(name, payload, idempotency_key, available_at)
+
+    def _start_subscribers(self, name: str, payload: Any, idempotency_key: str | None, available_at: int | None) -> list[str]:
         run_ids = []
         for sub in self.event_subscribers(name):
             target = self.resolve_workflow(sub.workflow)
@@ -493,6 +550,18 @@ class RedflowClient:
         from redflow.sync import sync_registry
 
         sync_registry(self, registry if registry is not None else get_default_registry())
+
+
+def _hooked(operation: str, name: str, start: Callable[[dict[str, str]], list[str]]) -> list[str]:
+    """Run ``start`` (which enqueues, storing ``fields`` on its run) inside every enqueue hook."""
+    with ExitStack() as scope:
+        fields: dict[str, str] = {}
+        noted = [scope.enter_context(hook(operation, name, fields)) for hook in list(_ENQUEUE_HOOKS)]
+        run_ids = start(fields)
+        for note in noted:
+            for run_id in run_ids:
+                note(run_id)
+        return run_ids
 
 
 _STATUS_SET = frozenset(RUN_STATUSES)

@@ -48,6 +48,7 @@ def sync_registry(client: RedflowClient, registry: Registry) -> None:
     for wf in workflows:
         read.hmget(keys.workflow(wf.name), [WorkflowField.CRON_IDS_JSON, WorkflowField.EVENT_IDS_JSON])
         read.hmget(keys.cron_def(), planned[wf.name][0] or ["-"])
+        read.hmget(keys.cron_paused(), planned[wf.name][0] or ["-"])
     replies = iter(read.execute())
 
     now = client.now_ms()
@@ -55,8 +56,9 @@ def sync_registry(client: RedflowClient, registry: Registry) -> None:
     for wf in workflows:
         prev_cron_raw, prev_event_raw = next(replies)
         prev_defs = next(replies)
+        paused = {cron_id for cron_id, at in zip(planned[wf.name][0], next(replies)) if at is not None}
         cron_ids, event_ids = planned[wf.name]
-        _sync_crons(client, write, wf, cron_ids, _stored_ids(prev_cron_raw), prev_defs, now)
+        _sync_crons(client, write, wf, cron_ids, _stored_ids(prev_cron_raw), prev_defs, paused, now)
         _sync_events(client, write, wf, event_ids, _stored_ids(prev_event_raw))
         write.sadd(keys.workflows(), wf.name)
         write.hset(
@@ -85,16 +87,26 @@ def _cron_json(trigger: CronTrigger) -> dict[str, Any]:
 
 
 def _sync_crons(
-    client: RedflowClient, pipe: Pipeline, wf: Workflow, cron_ids: list[str], prev_ids: list[str], prev_defs: list[str | None], now: int
+    client: RedflowClient,
+    pipe: Pipeline,
+    wf: Workflow,
+    cron_ids: list[str],
+    prev_ids: list[str],
+    prev_defs: list[str | None],
+    paused: set[str],
+    now: int,
 ) -> None:
     keys = client.keys
     stale = [i for i in prev_ids if i not in set(cron_ids)]
     if stale:
         pipe.hdel(keys.cron_def(), *stale)
         pipe.zrem(keys.cron_next(), *stale)
+        pipe.hdel(keys.cron_paused(), *stale)
     for cron_id, trigger, prev_def in zip(cron_ids, wf.cron, prev_defs):
         definition = cron_def_json(cron_id, wf.name, wf.queue, trigger.expression, trigger.timezone, codec.dumps(trigger.run_input))
         pipe.hset(keys.cron_def(), cron_id, definition)
+        if cron_id in paused:  # paused by an operator: a deploy must not resume it (cron resume does)
+            continue
         next_at = cron.next_fire_ms(trigger.expression, trigger.timezone, now)
         # An unchanged trigger keeps its schedule (restarts must not reset it).
         pipe.zadd(keys.cron_next(), {cron_id: next_at}, nx=prev_def == definition)

@@ -13,6 +13,7 @@ No I/O here: this module only spells names.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Final
 
 from redflow.core.errors import RedflowError
@@ -47,7 +48,7 @@ class Keys:
     arguments of run keys are ignored.
     """
 
-    __slots__ = ("prefix", "cluster", "_p", "_status", "_status_by_queue")
+    __slots__ = ("prefix", "cluster", "_p", "_status", "_status_by_queue", "_terminal")
 
     def __init__(self, prefix: str = DEFAULT_PREFIX, *, cluster: bool = False) -> None:
         self.prefix = prefix.rstrip(":") or DEFAULT_PREFIX
@@ -55,6 +56,7 @@ class Keys:
         self._p = self.prefix + ":"
         self._status = [f"{self._p}runs:status:{s}" for s in RUN_STATUSES]
         self._status_by_queue: dict[str, list[str]] = {}
+        self._terminal: dict[tuple[str, str | None], list[str]] = {}
 
     def __repr__(self) -> str:
         return f"Keys({self.prefix!r}{', cluster=True' if self.cluster else ''})"
@@ -204,6 +206,60 @@ class Keys:
         """set: event-def ids subscribed to ``event``."""
         return f"{self._p}event:index:{enc(event)}"
 
+    # -- run search indexes (redflow-gevent extension, issue 18) --------------
+    # Written off the hot path only: tag indexes at enqueue (tagged runs only),
+    # the failed / canceled ones where a run turns failed or canceled, and
+    # removed by a manual retry. A run's entries are listed by run_index_keys.
+    def tag(self, key: str, value: str, queue: str | None = None) -> str:
+        """zset: run id -> createdAt ms, runs tagged ``key=value`` (cluster: of one queue)."""
+        return f"{self._scoped(queue)}tag:{enc(key)}:{enc(value)}"
+
+    def workflow_tag(self, workflow: str, key: str, value: str, queue: str | None = None) -> str:
+        """zset: run id -> createdAt ms, runs of ``workflow`` tagged ``key=value``."""
+        return f"{self._scoped(queue)}workflow-tag:{enc(workflow)}:{enc(key)}:{enc(value)}"
+
+    def workflow_status(self, status: str, workflow: str, queue: str | None = None) -> str:
+        """zset: run id -> ms it entered ``status``, for ``failed`` and ``canceled`` runs of ``workflow``."""
+        return f"{self._scoped(queue)}workflow-status:{status}:{workflow}"
+
+    def tag_status(self, status: str, key: str, value: str, queue: str | None = None) -> str:
+        """zset: run id -> ms it entered ``status``, for ``failed`` and ``canceled`` runs tagged ``key=value``."""
+        return f"{self._scoped(queue)}tag-status:{status}:{enc(key)}:{enc(value)}"
+
+    def tag_index_keys(self, workflow: str, tags: Mapping[str, str], queue: str | None = None) -> list[str]:
+        """The indexes enqueue adds a tagged run to (score createdAt): per tag, and per workflow and tag."""
+        out = [self.tag(k, v, queue) for k, v in tags.items()]
+        out += [self.workflow_tag(workflow, k, v, queue) for k, v in tags.items()]
+        return out
+
+    def terminal_index_keys(self, workflow: str, tags: Mapping[str, str], queue: str | None = None) -> list[str]:
+        """The failed / canceled indexes of one run, in pairs (failed key, canceled key):
+        per workflow, then per tag. Scripts that end or retry a run take them as trailing KEYS."""
+        if not tags:  # asked per settle: cached for untagged runs
+            cached = self._terminal.get((workflow, queue))
+            if cached is None:
+                if len(self._terminal) > 10_000:
+                    self._terminal.clear()
+                cached = self._terminal[(workflow, queue)] = self._terminal_keys(workflow, tags, queue)
+            return cached
+        return self._terminal_keys(workflow, tags, queue)
+
+    def _terminal_keys(self, workflow: str, tags: Mapping[str, str], queue: str | None) -> list[str]:
+        out: list[str] = []
+        if workflow:
+            out += [self.workflow_status("failed", workflow, queue), self.workflow_status("canceled", workflow, queue)]
+        for k, v in tags.items():
+            out += [self.tag_status("failed", k, v, queue), self.tag_status("canceled", k, v, queue)]
+        return out
+
+    def run_index_keys(self, workflow: str, tags: Mapping[str, str], queue: str | None = None) -> list[str]:
+        """Every index of this extension that may name a run: what deleting the run must clean."""
+        return self.tag_index_keys(workflow, tags, queue) + self.terminal_index_keys(workflow, tags, queue)
+
+    def cron_paused(self) -> str:
+        """hash: cron id -> ms it was paused (``cron pause``); a paused trigger has no ``cron:next`` entry."""
+        return self._p + "cron:paused"
+
 
 def new_id(kind: str) -> str:
     """``<kind>_<canonical uuid4>``, the form of run ids and lease tokens.
@@ -241,3 +297,8 @@ def cron_fire_idempotency_key(cron_id: str, fire_ms: int) -> str:
     """Idempotency key of the run one cron fire starts: one run per fire time,
     even when leadership changes hands mid-fire."""
     return f"cron:{enc(cron_id)}:{fire_ms}"
+
+
+def cron_trigger_idempotency_key(cron_id: str, trigger_id: str) -> str:
+    """Idempotency key of the run ``cron trigger`` starts by hand: one run per trigger call id."""
+    return f"cron-trigger:{enc(cron_id)}:{enc(trigger_id)}"

@@ -8,13 +8,14 @@ are integer ms; the objects here carry float unix seconds.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from redflow.core import codec
 from redflow.core.clock import ms_to_s, s_to_ms
 from redflow.core.errors import CorruptDataError
 from redflow.core.keys import RUN_STATUSES, TERMINAL_STATUSES
+from redflow.core.tags import tags_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +57,10 @@ class RunField:
     CANCEL_REQUESTED_AT = "cancelRequestedAt"
     CANCEL_REASON = "cancelReason"
     PARENT_RUN_ID = "parentRunId"
+    # redflow-gevent extensions (issue 18): other clients ignore them
+    TAGS_JSON = "tagsJson"
+    TRACEPARENT = "traceparent"
+    TRACESTATE = "tracestate"
 
 
 class WorkflowField:
@@ -113,6 +118,7 @@ class Run:
     cancel_requested_at: float | None
     cancel_reason: str | None
     parent_run_id: str | None
+    tags: dict[str, str] = field(default_factory=dict)
 
     @property
     def is_terminal(self) -> bool:
@@ -157,6 +163,7 @@ class Run:
             cancel_requested_at=ms(RunField.CANCEL_REQUESTED_AT),
             cancel_reason=fields.get(RunField.CANCEL_REASON) or None,
             parent_run_id=fields.get(RunField.PARENT_RUN_ID) or None,
+            tags=dict(tags_of(fields.get(RunField.TAGS_JSON))),
         )
 
 

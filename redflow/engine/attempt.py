@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -28,6 +29,7 @@ from redflow.core.errors import (
 from redflow.core.keys import new_id
 from redflow.core.models import RunField, int_field, max_attempts_of
 from redflow.core.retry import compute_retry_delay_ms, is_retryable
+from redflow.core.tags import tags_of
 from redflow.engine.context import CancelSignal, OnFailureContext, RunInfo, RunInterrupt, WorkflowContext
 from redflow.engine.lease import Lease
 from redflow.engine.observers import AttemptReport, Observers
@@ -214,6 +216,7 @@ class Attempt:
         workflow, input_value = prepared
         if rt.observers.active:
             rt.observers.on_start(self.run_id, self.info.workflow, self.queue, self.info.attempt)
+            rt.observers.on_attempt_begin(self.info, fields)
         cache, max_seq = load_step_cache(raw_steps)
         rt.keeper.track(self.lease)
         try:
@@ -254,7 +257,8 @@ class Attempt:
         try:
             self.created_at_ms = int_field(fields, RunField.CREATED_AT, what=what)
             int_field(fields, RunField.ATTEMPT, what=what)  # a count that is not a number is corrupt
-            self.info = RunInfo(self.run_id, name, self.queue, attempt, max_attempts_of(fields, what=what))
+            tags = tags_of(fields.get(RunField.TAGS_JSON))
+            self.info = RunInfo(self.run_id, name, self.queue, attempt, max_attempts_of(fields, what=what), tags)
         except RedflowError as exc:
             return Failed(exc)
         workflow = self.rt.registry.get(name) if name else None
@@ -344,6 +348,7 @@ class Attempt:
             check_lease=sent_ms - self.lease.renewed_at_ms >= rt.lease_ms / 2,
             cleanup=self._cleanup,
             next_token=next_token,
+            index_keys=rt.keys.terminal_index_keys(self.info.workflow, self.info.tags, self.queue),
             conn=self.conn,
             **args,
         )
@@ -416,6 +421,9 @@ class Attempt:
         elif saved.cancel_requested_at:
             self.interrupt(CANCELED)
         self.raise_if_interrupted()
+
+    def step_scope(self, name: str) -> AbstractContextManager[Any]:
+        return self.rt.observers.step_scope(self.info, name)
 
     def step_observed(self, name: str, status: str, duration_s: float) -> None:
         observers = self.rt.observers

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gevent.event import Event
+
+from redflow.core.tags import NO_TAGS
 
 if TYPE_CHECKING:
     from redflow.client import RedflowClient
@@ -25,13 +28,14 @@ class RunInterrupt(BaseException):
 
 @dataclass(frozen=True, slots=True)
 class RunInfo:
-    """The run an attempt executes."""
+    """The run an attempt executes (``tags``: the run's, which its child runs inherit)."""
 
     id: str
     workflow: str
     queue: str
     attempt: int
     max_attempts: int
+    tags: Mapping[str, str] = field(default_factory=lambda: NO_TAGS)
 
 
 class CancelSignal:

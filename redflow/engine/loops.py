@@ -212,7 +212,12 @@ class CronScheduler:
         if not self.is_leader:
             return 0.25
         now = self.client.now_ms()
-        for cron_id, fire_ms in redis.zrangebyscore(keys.cron_next(), "-inf", now, start=0, num=CRON_BATCH, withscores=True):
+        due = redis.zrangebyscore(keys.cron_next(), "-inf", now, start=0, num=CRON_BATCH, withscores=True)
+        paused = redis.hmget(keys.cron_paused(), [cron_id for cron_id, _ in due]) if due else []
+        for (cron_id, fire_ms), paused_at in zip(due, paused):
+            if paused_at is not None:  # paused (cron pause) yet back on the schedule: take it off again
+                redis.zrem(keys.cron_next(), cron_id)
+                continue
             self._fire(redis, cron_id, int(fire_ms), now)
         head = redis.zrange(keys.cron_next(), 0, 0, withscores=True)
         if not head:

@@ -9,11 +9,35 @@ observer that raises is logged and otherwise ignored.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from redflow.engine.context import RunInfo
 
 log = logging.getLogger("redflow.hooks")
+
+#: Observers every worker started from now on gets besides its own (tracing
+#: installs itself here: see :func:`add_global_observer`).
+_GLOBAL: list[Any] = []
+_NO_SCOPE: AbstractContextManager[None] = nullcontext()
+
+
+def add_global_observer(observer: Any) -> None:
+    """Give ``observer`` to every worker started after this call."""
+    if observer not in _GLOBAL:
+        _GLOBAL.append(observer)
+
+
+def remove_global_observer(observer: Any) -> None:
+    if observer in _GLOBAL:
+        _GLOBAL.remove(observer)
+
+
+def global_observers() -> list[Any]:
+    return list(_GLOBAL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +64,16 @@ class WorkerObserver:
     def on_start(self, run_id: str, workflow: str, queue: str, attempt: int) -> None:
         """An attempt started: lease held, status running, the handler about to run."""
 
+    def on_attempt_begin(self, info: RunInfo, fields: Mapping[str, str]) -> None:
+        """Right after ``on_start``, with the run and its hash as the start read it
+        (e.g. a ``traceparent``). Called in the greenlet that runs the handler; the
+        attempt's ``on_attempt`` comes later in the same greenlet."""
+
+    def step_scope(self, info: RunInfo, step: str) -> AbstractContextManager[None]:
+        """A context manager around a step function's call (tracing spans). A
+        replayed step is not called, so it has no scope."""
+        return _NO_SCOPE
+
     def on_step(self, workflow: str, step: str, status: str, duration_s: float) -> None:
         """A step ran (not called for replayed steps)."""
 
@@ -59,10 +93,13 @@ class Observers(WorkerObserver):
     def __init__(self, observers: Iterable[Any] = ()) -> None:
         self._observers = list(observers)
         self.active = bool(self._observers)
+        self._scoped = [o for o in self._observers if callable(getattr(o, "step_scope", None))]
 
     def add(self, observer: Any) -> None:
         self._observers.append(observer)
         self.active = True
+        if callable(getattr(observer, "step_scope", None)):
+            self._scoped.append(observer)
 
     def _call(self, method: str, *args: Any) -> None:
         for observer in self._observers:
@@ -82,6 +119,21 @@ class Observers(WorkerObserver):
 
     def on_step(self, workflow: str, step: str, status: str, duration_s: float) -> None:
         self._call("on_step", workflow, step, status, duration_s)
+
+    def on_attempt_begin(self, info: RunInfo, fields: Mapping[str, str]) -> None:
+        self._call("on_attempt_begin", info, fields)
+
+    def step_scope(self, info: RunInfo, step: str) -> AbstractContextManager[Any]:
+        """Every observer's scope, nested (none: a shared no-op)."""
+        if not self._scoped:
+            return _NO_SCOPE
+        stack = ExitStack()
+        for observer in self._scoped:
+            try:
+                stack.enter_context(observer.step_scope(info, step))
+            except Exception:  # an observer must never break the step
+                log.exception("observer %r failed in step_scope", observer)
+        return stack
 
     def on_claim(self, queue: str, waited_s: float) -> None:
         self._call("on_claim", queue, waited_s)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import inspect
 import time
 from collections.abc import Callable, Mapping, MutableMapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Protocol
@@ -57,7 +58,8 @@ class StepClient(Protocol):
     """What steps start runs and events with: a ``RedflowClient``, or the inline runner's stand-in."""
 
     def run(self, workflow: Workflow | str, input: Any = None, *, idempotency_key: str | None = None,
-            max_attempts: int | None = None, parent_run_id: str | None = None) -> Any: ...  # fmt: skip
+            max_attempts: int | None = None, parent_run_id: str | None = None,
+            tags: Mapping[str, str] | None = None) -> Any: ...  # fmt: skip
     def wait_for(self, run_id: str, *, timeout: float = 30.0, assist: Any = None) -> Any: ...
     def emit_event(self, name: str, payload: Any = None, idempotency_key: str | None = None) -> list[str]: ...
     def schedule_event(self, name: str, payload: Any = None, at: float | None = None, idempotency_key: str | None = None) -> list[str]: ...
@@ -80,6 +82,7 @@ class StepHost(Protocol):
     def now_ms(self) -> int: ...
     def raise_if_interrupted(self) -> None: ...
     def save_step(self, name: str, step_json: str) -> None: ...
+    def step_scope(self, name: str) -> AbstractContextManager[Any]: ...
     def step_observed(self, name: str, status: str, duration_s: float) -> None: ...
     def run_child_inline(self, queue: str, child_id: str) -> bool: ...
 
@@ -167,7 +170,8 @@ class StepApi:
         attempt.running_steps[name] = running
         began = time.perf_counter()
         try:
-            value = self._call(fn, name, timeout)
+            with attempt.step_scope(name):
+                value = self._call(fn, name, timeout)
             try:
                 output_json = codec.dumps(value, what="output")
             except SerializationError as exc:
@@ -230,6 +234,8 @@ class StepApi:
         attempt = self._attempt
         child_name = workflow if isinstance(workflow, str) else workflow.name
         key = idempotency_key or step_workflow_idempotency_key(attempt.run_id, name, child_name)
+        if attempt.info.tags:  # a child is filed under its parent's tags (its own win)
+            run_options["tags"] = {**attempt.info.tags, **(run_options.get("tags") or {})}
 
         def start_and_wait() -> Any:
             handle = attempt.client.run(workflow, input, idempotency_key=key, parent_run_id=attempt.run_id, **run_options)

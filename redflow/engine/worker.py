@@ -38,7 +38,7 @@ from redflow.engine.attempt import (
 from redflow.engine.heartbeat import DEFAULT_BEAT_S, Heartbeat, WorkerStatus
 from redflow.engine.lease import LeaseKeeper
 from redflow.engine.loops import BACKOFF_MAX_S, CronScheduler, Loop, Promoter, Reaper
-from redflow.engine.observers import Observers
+from redflow.engine.observers import Observers, global_observers
 from redflow.engine.sweeper import OrphanSweeper
 from redflow.registry import Registry, get_default_registry
 from redflow.store.connection import create_redis, resolve_prefix
@@ -97,7 +97,7 @@ class Worker:
         observers: Iterable[Any] = (),
     ) -> None:
         self.client = client
-        self.observers = Observers(observers)
+        self.observers = Observers([*observers, *global_observers()])
         self.registry = registry
         self.options = options
         self.queues = list(options.queues) or registry.queues()

@@ -20,7 +20,6 @@ from redis.exceptions import RedisError
 from redflow.client import RedflowClient, create_client
 from redflow.core import codec
 from redflow.core.errors import RedflowError
-from redflow.core.keys import RUN_STATUSES
 from redflow.core.models import CronDef, Run, Step
 from redflow.ops.shown import shown_json
 from redflow.registry import Registry
@@ -54,6 +53,7 @@ class CronEntry:
     input: Any
     next_at: float | None
     error: str | None = None
+    paused_at: float | None = None  # set while paused (``cron pause``)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -101,18 +101,19 @@ def cron_entries(client: RedflowClient) -> list[CronEntry]:
     pipe = client.redis.pipeline(transaction=False)
     pipe.hgetall(keys.cron_def())
     pipe.zrange(keys.cron_next(), 0, -1, withscores=True)
-    definitions, schedule = pipe.execute()
+    pipe.hgetall(keys.cron_paused())
+    definitions, schedule, paused = pipe.execute()
     next_ms = dict(schedule)
     entries = []
     for cron_id, raw in definitions.items():
         next_at = next_ms[cron_id] / 1000.0 if cron_id in next_ms else None
+        paused_at = int(paused[cron_id]) / 1000.0 if str(paused.get(cron_id, "")).isdigit() else None
         try:
             d = CronDef.from_json(raw)
-            entries.append(
-                CronEntry(d.id, d.workflow, d.queue, d.expression, d.timezone, codec.loads(d.input_json, what="cron input"), next_at)
-            )
+            run_input = codec.loads(d.input_json, what="cron input")
+            entries.append(CronEntry(d.id, d.workflow, d.queue, d.expression, d.timezone, run_input, next_at, paused_at=paused_at))
         except RedflowError as exc:
-            entries.append(CronEntry(cron_id, "?", "?", "?", None, None, next_at, error=str(exc)))
+            entries.append(CronEntry(cron_id, "?", "?", "?", None, None, next_at, error=str(exc), paused_at=paused_at))
     return sorted(entries, key=lambda e: (e.next_at is None, e.next_at or 0.0, e.id))
 
 
@@ -209,6 +210,7 @@ def run_details(run: Run, steps: Sequence[Step]) -> str:
         ("finished", fmt_time(run.finished_at)), ("input", preview(run.input, 200)),
         ("output", preview(run.output, 200) if run.status == "succeeded" else "-"), ("error", fmt_error(run.error)),
         ("cancel", run.cancel_reason or ("requested" if run.cancel_requested_at else "-")), ("parent", run.parent_run_id or "-"),
+        ("tags", " ".join(f"{k}={v}" for k, v in run.tags.items()) or "-"),
     ]  # fmt: skip
     head = "\n".join(f"{name:<9} {value}" for name, value in fields)
     if not steps:
@@ -237,12 +239,6 @@ def emit(args: argparse.Namespace, data: Any, text: str) -> None:
     print(codec.dumps(jsonable(data)) if args.json else text)
 
 
-def _runs_list(client: RedflowClient, args: argparse.Namespace) -> int:
-    runs = client.list_runs(workflow=args.workflow, status=args.status, limit=args.limit)
-    emit(args, runs, runs_table(runs) if runs else "(no runs)")
-    return 0
-
-
 def _runs_show(client: RedflowClient, args: argparse.Namespace) -> int:
     run = client.get_run(args.run_id)
     if run is None:
@@ -251,19 +247,6 @@ def _runs_show(client: RedflowClient, args: argparse.Namespace) -> int:
     steps = client.get_steps(args.run_id)
     emit(args, {"run": jsonable(run), "steps": jsonable(steps)}, run_details(run, steps))
     return 0
-
-
-def _report(args: argparse.Namespace, result: ActionResult) -> int:
-    emit(args, result, f"{result.run_id}: {result.message}")
-    return 0 if result.ok else 1
-
-
-def _runs_cancel(client: RedflowClient, args: argparse.Namespace) -> int:
-    return _report(args, cancel_run(client, args.run_id, args.reason))
-
-
-def _runs_retry(client: RedflowClient, args: argparse.Namespace) -> int:
-    return _report(args, retry_run(client, args.run_id))
 
 
 def _queues(client: RedflowClient, args: argparse.Namespace) -> int:
@@ -275,7 +258,10 @@ def _queues(client: RedflowClient, args: argparse.Namespace) -> int:
 
 def _cron_list(client: RedflowClient, args: argparse.Namespace) -> int:
     entries = cron_entries(client)
-    rows = [(e.id, e.workflow, e.queue, e.expression, e.timezone or "UTC", fmt_time(e.next_at), e.error or "") for e in entries]
+    rows = [
+        (e.id, e.workflow, e.queue, e.expression, e.timezone or "UTC", "paused" if e.paused_at else fmt_time(e.next_at), e.error or "")
+        for e in entries
+    ]
     headers = ("ID", "WORKFLOW", "QUEUE", "EXPRESSION", "TIMEZONE", "NEXT (UTC)", "ERROR")
     emit(args, entries, format_table(headers, rows) if entries else "(no cron triggers)")
     return 0
@@ -324,26 +310,26 @@ def common_options() -> argparse.ArgumentParser:
 
 
 def register(subparsers: Any) -> None:
-    """Add ``runs list|show|cancel|retry``, ``queues`` and ``cron list``."""
+    """Add ``runs list|show|cancel|retry``, ``queues`` and ``cron list|pause|resume|trigger``."""
+    from redflow.ops import cron_control, run_search  # they build on this module
+
     common = common_options()
 
     runs = subparsers.add_parser("runs", help="list, show, cancel or retry runs")
     runs_sub = runs.add_subparsers(dest="runs_command", required=True)
     listing = runs_sub.add_parser("list", parents=[common], help="recent runs, newest first")
-    listing.add_argument("--workflow", help="only runs of this workflow")
-    listing.add_argument("--status", choices=RUN_STATUSES, help="only runs in this status")
-    listing.add_argument("--limit", type=positive_int, default=20, help="at most this many (default 20)")
-    listing.set_defaults(func=command(_runs_list))
+    run_search.add_list_options(listing)
+    listing.set_defaults(func=command(run_search.runs_list))
     show = runs_sub.add_parser("show", parents=[common], help="one run and its steps")
     show.add_argument("run_id")
     show.set_defaults(func=command(_runs_show))
-    cancel = runs_sub.add_parser("cancel", parents=[common], help="cancel a run (exit 1 if it already ended)")
-    cancel.add_argument("run_id")
+    cancel = runs_sub.add_parser("cancel", parents=[common], help="cancel a run (exit 1 if it already ended), or --all matching")
+    run_search.add_bulk_options(cancel, "cancel")
     cancel.add_argument("--reason", default=None)
-    cancel.set_defaults(func=command(_runs_cancel))
-    retry = runs_sub.add_parser("retry", parents=[common], help="run a failed or canceled run again (exit 1 otherwise)")
-    retry.add_argument("run_id")
-    retry.set_defaults(func=command(_runs_retry))
+    cancel.set_defaults(func=command(lambda client, args: run_search.runs_action(client, args, "cancel")))
+    retry = runs_sub.add_parser("retry", parents=[common], help="run a failed or canceled run again (exit 1 otherwise), or --all matching")
+    run_search.add_bulk_options(retry, "retry")
+    retry.set_defaults(func=command(lambda client, args: run_search.runs_action(client, args, "retry")))
 
     queues = subparsers.add_parser("queues", parents=[common], help="ready / processing / scheduled counts per queue")
     queues.set_defaults(func=command(_queues))
@@ -352,3 +338,4 @@ def register(subparsers: Any) -> None:
     cron_sub = cron.add_subparsers(dest="cron_command", required=True)
     cron_list = cron_sub.add_parser("list", parents=[common], help="cron triggers and their next fire times")
     cron_list.set_defaults(func=command(_cron_list))
+    cron_control.register(cron_sub, common, command)

@@ -33,9 +33,9 @@ SCRIPTS: Mapping[str, tuple[str, ...]] = {
     "enqueue_run": (),
     "start_run": ("status", "start"),
     "take_run": ("status", "start"),
-    "settle_run": ("status", "finalize", "start"),
-    "cancel_run": ("status", "finalize"),
-    "retry_run": ("status",),
+    "settle_run": ("status", "finalize", "terminal_index", "start"),
+    "cancel_run": ("status", "finalize", "terminal_index"),
+    "retry_run": ("status", "terminal_index"),
     "promote_run": (),
     "unlock": (),
     "renew_lease": (),
@@ -45,6 +45,7 @@ SCRIPTS: Mapping[str, tuple[str, ...]] = {
     "reap_run": (),
     "repair_orphan": (),
     "watch_run": (),
+    "search_runs": (),
 }
 
 
@@ -163,6 +164,25 @@ class StepSaved:
         return cls(reply[0], reply[1] or "")
 
 
+@dataclass(frozen=True, slots=True)
+class SearchStep:
+    """``search_runs``: the matches (id, score) newest first, where the walk
+    stopped (the last entry it examined), whether it reached the end of the
+    index, and how many entries it examined."""
+
+    matches: list[tuple[str, float]]
+    last: tuple[str, str] | None
+    exhausted: bool
+    examined: int
+
+    @classmethod
+    def parse(cls, reply: Sequence[Any]) -> SearchStep:
+        flat, last_id, last_score = reply[0], reply[1], reply[2]
+        matches = [(flat[i], float(flat[i + 1])) for i in range(0, len(flat), 2)]
+        last = (str(last_score), str(last_id)) if last_score not in (None, "") else None
+        return cls(matches, last, bool(reply[3]), int(reply[4]))
+
+
 def _text(reply: Any) -> str:
     return str(reply)
 
@@ -223,15 +243,17 @@ class Scripts:
         replace_id: str = "",
         parent_run_id: str = "",
         extra_fields: Mapping[str, str] | None = None,
+        index_keys: Sequence[str] = (),
         conn: Any = None,
     ) -> Enqueued:
-        """``extra_fields``: more fields of the run hash (other clients ignore them)."""
+        """``extra_fields``: more fields of the run hash (other clients ignore them);
+        ``index_keys``: more indexes the run joins, scored by createdAt (its tags')."""
         k = self.keys
         run_key = k.run(run_id, queue)
         idem_key = k.idempotency(workflow, idempotency_key, queue) if idempotency_key is not None else run_key
         keys = [
             run_key, k.runs_created(queue), k.runs_status("queued", queue), k.runs_status("scheduled", queue),
-            k.workflow_runs(workflow, queue), k.queue_ready(queue), k.queue_scheduled(queue), idem_key,
+            k.workflow_runs(workflow, queue), k.queue_ready(queue), k.queue_scheduled(queue), idem_key, *index_keys,
         ]  # fmt: skip
         args = [
             run_id, workflow, queue, input_json, created_at, available_at, max_attempts,
@@ -268,17 +290,19 @@ class Scripts:
         check_lease: bool = True,
         cleanup: bool = True,
         next_token: str = "",
+        index_keys: Sequence[str] = (),
         conn: Any = None,
     ) -> Settled:
         """Finalize (``status`` terminal) or schedule a retry (``status="scheduled"``).
         ``check_lease``: also refuse when the lease key is someone else's (the
         attempt's lease may have lapsed); ``cleanup``: delete fields an earlier
         attempt left (errorJson, availableAt); ``next_token``: also claim and
-        start the next run of the queue under this lease token."""
+        start the next run of the queue under this lease token; ``index_keys``: the
+        run's failed / canceled index pairs (``Keys.terminal_index_keys``)."""
         k = self.keys
         keys = [
             k.run(run_id, queue), *k.all_runs_status(queue), k.queue_processing(queue), k.run_lease(run_id, queue),
-            k.run_done(run_id, queue), k.queue_scheduled(queue), k.queue_ready(queue),
+            k.run_done(run_id, queue), k.queue_scheduled(queue), k.queue_ready(queue), *index_keys,
         ]  # fmt: skip
         args = [
             run_id, status, now, output_json, error_json, token, WAKE_TTL_MS, retry_at,
@@ -286,20 +310,23 @@ class Scripts:
         ]  # fmt: skip
         return self._call("settle_run", keys, args, conn, Settled.parse)
 
-    def cancel_run(self, *, run_id: str, queue: str, now: int, reason: str, error_json: str, conn: Any = None) -> str:
-        """``canceled`` | ``requested`` | ``terminal`` | ``missing``."""
+    def cancel_run(
+        self, *, run_id: str, queue: str, now: int, reason: str, error_json: str, index_keys: Sequence[str] = (), conn: Any = None
+    ) -> str:
+        """``canceled`` | ``requested`` | ``terminal`` | ``missing``; ``index_keys`` as for :meth:`settle_run`."""
         k = self.keys
         keys = [
             k.run(run_id, queue), *k.all_runs_status(queue), k.run_done(run_id, queue), k.queue_scheduled(queue),
-            k.run_lease(run_id, queue), k.queue_processing(queue),
+            k.run_lease(run_id, queue), k.queue_processing(queue), *index_keys,
         ]  # fmt: skip
         return self._call("cancel_run", keys, [run_id, now, reason, error_json, WAKE_TTL_MS], conn, _text)
 
-    def retry_run(self, *, run_id: str, queue: str, now: int, conn: Any = None) -> RetryReply:
+    def retry_run(self, *, run_id: str, queue: str, now: int, index_keys: Sequence[str] = (), conn: Any = None) -> RetryReply:
+        """``index_keys``: the run's failed / canceled index pairs, which a retried run leaves."""
         k = self.keys
         keys = [
             k.run(run_id, queue), *k.all_runs_status(queue), k.queue_ready(queue), k.run_done(run_id, queue),
-            k.run_lease(run_id, queue), k.queue_processing(queue),
+            k.run_lease(run_id, queue), k.queue_processing(queue), *index_keys,
         ]  # fmt: skip
         return self._call("retry_run", keys, [run_id, now], conn, RetryReply.parse)
 
@@ -368,3 +395,20 @@ class Scripts:
         """``[status, outputJson, errorJson, cancelReason, queue]`` of the run, flagging
         an unfinished one as waited for (its finisher then pushes the wake-up token)."""
         return self._call("watch_run", [self.keys.run(run_id, queue)], [], conn, list)
+
+    def search_runs(
+        self,
+        *,
+        walk: str,
+        probes: Sequence[str],
+        after: tuple[str, str] | None,
+        wanted: int,
+        skip_budget: int,
+        batch: int,
+        conn: Any = None,
+    ) -> SearchStep:
+        """One bounded step of a filtered listing (see ``store/lua/search_runs.lua``):
+        walk index ``walk`` after the cursor ``after`` = (score, id), keeping runs in every ``probes`` index."""
+        score, run_id = after if after is not None else ("", "")
+        args = [score, run_id, wanted, skip_budget, batch]
+        return self._call("search_runs", [walk, *probes], args, None, SearchStep.parse)

@@ -22,6 +22,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -260,6 +261,9 @@ class _InlineAttempt:
 
     def save_step(self, name: str, step_json: str) -> None:
         self._run.step_records[name] = step_json
+
+    def step_scope(self, name: str) -> AbstractContextManager[Any]:
+        return nullcontext()
 
     def step_observed(self, name: str, status: str, duration_s: float) -> None:
         """No observers inline."""

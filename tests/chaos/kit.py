@@ -86,7 +86,9 @@ def watched(client: Any) -> Any:
 
     def enqueue_flagged(**kwargs: Any) -> Any:
         every_other = bulk[0] and kwargs["run_id"][-1] in "02468ace"
-        return enqueue(**kwargs, extra_fields=None if every_other else {"waiters": "1"})
+        if not every_other:  # besides the fields the client stores (tags, a trace context)
+            kwargs["extra_fields"] = {**(kwargs.get("extra_fields") or {}), "waiters": "1"}
+        return enqueue(**kwargs)
 
     def run_many_half_flagged(*args: Any, **kwargs: Any) -> Any:
         bulk[0] = True

@@ -20,6 +20,7 @@ from redflow.store.scripts import Scripts
 _REPLIES = {
     "enqueue_run": ["created", "run_x"], "start_run": ["busy"], "take_run": [], "settle_run": ["succeeded"],
     "retry_run": ["queued", "failed"], "save_step": ["saved", ""], "purge_invalid_entries": [], "watch_run": [None] * 5,
+    "search_runs": [[], "", "", 1, 0],
 }  # fmt: skip
 
 
@@ -33,8 +34,8 @@ class _Recorder:
 
     def register_script(self, source):
         recorder = self
-        name = next(n for n in _REPLIES.keys() | {"cancel_run", "promote_run", "unlock", "renew_lease", "claim_inline",
-                                                 "reap_run", "repair_orphan"} if f"-- {n} " in source or f"-- {n}:" in source)  # fmt: skip
+        others = {"cancel_run", "promote_run", "unlock", "renew_lease", "claim_inline", "reap_run", "repair_orphan", "search_runs"}
+        name = next(n for n in _REPLIES.keys() | others if f"-- {n} " in source or f"-- {n}:" in source)
 
         class _Script:
             script = source
@@ -50,22 +51,27 @@ class _Recorder:
 
 def test_every_script_touches_keys_of_one_slot_in_cluster_mode():
     rec = _Recorder()
-    scripts = Scripts(rec, Keys("redflow:v1", cluster=True))
+    keys = Keys("redflow:v1", cluster=True)
+    scripts = Scripts(rec, keys)
     common = {"run_id": "run_1", "queue": "emails"}
+    tags = {"customer": "42"}
+    terminal = keys.terminal_index_keys("wf", tags, "emails")
     scripts.enqueue_run(**common, workflow="wf", input_json="{}", created_at=1, available_at=0, max_attempts=3,
-                        idempotency_key="k", idempotency_ttl_s=10)  # fmt: skip
+                        idempotency_key="k", idempotency_ttl_s=10, index_keys=keys.tag_index_keys("wf", tags, "emails"))  # fmt: skip
     scripts.start_run(**common, token="t", lease_ms=1000, now=1)
     scripts.take_run(queue="emails", token="t", lease_ms=1000, now=1)
-    scripts.settle_run(**common, status="succeeded", now=1, token="t", lease_ms=1000, next_token="t2")
-    scripts.cancel_run(**common, now=1, reason="", error_json="")
-    scripts.retry_run(**common, now=1)
+    scripts.settle_run(**common, status="succeeded", now=1, token="t", lease_ms=1000, next_token="t2", index_keys=terminal)
+    scripts.cancel_run(**common, now=1, reason="", error_json="", index_keys=terminal)
+    scripts.retry_run(**common, now=1, index_keys=terminal)
     scripts.promote_run(**common, now=1)
     scripts.claim_queued_run_for_inline(**common)
     scripts.save_step(**common, token="t", name="s", step_json="{}", lease_ms=1000)
     scripts.reap_run(**common)
     scripts.purge_invalid_entries(queue="emails")
     scripts.watch_run(**common)
-    assert len(rec.calls) == 12
+    probes = [keys.workflow_tag("wf", "customer", "42", "emails"), keys.runs_status("queued", "emails")]
+    scripts.search_runs(walk=keys.tag("customer", "42", "emails"), probes=probes, after=None, wanted=1, skip_budget=1, batch=1)
+    assert len(rec.calls) == 13
     assert sum(1 for keys in rec.calls if keys[-1].endswith(":run:run_x")) == 3  # start, take, settle build run keys
     for keys in rec.calls:
         assert len({key_slot(k.encode()) for k in keys}) == 1, keys

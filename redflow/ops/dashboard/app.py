@@ -69,7 +69,7 @@ class Dashboard:
         self._token = token.encode() if token is not None else None
         self._templates = {name: Template(_asset(name)) for name in _TEMPLATES}
         self._css = _asset("style.css").encode()
-        self.pages = Pages(client, self._render, self._actions)
+        self.pages = Pages(client, self._render, self._actions, actions_enabled=token is not None)
 
     @property
     def actions_enabled(self) -> bool:
@@ -95,6 +95,11 @@ class Dashboard:
     def _route(self, environ: dict[str, Any], base: str) -> Response:
         path = environ.get("PATH_INFO", "") or "/"
         method = environ.get("REQUEST_METHOD", "GET")
+        from redflow.ops import dashboard_operations  # bulk and cron actions (it builds on this package)
+
+        handled = dashboard_operations.route(self, environ, base, path, method)
+        if handled is not None:
+            return handled
         action = _ACTION_PATH.fullmatch(path)
         if action:
             _allow(method, "POST")
@@ -136,6 +141,14 @@ class Dashboard:
     def _message(self, base: str, status: str, message: str) -> Response:
         return self._html(base, status, self._render("message.html", status=h(status), message=h(message), base=h(base)), status)
 
+    def page(self, base: str, status: str, title: str, message: str) -> Response:
+        """A page saying what an action did (``title`` and ``message`` are text)."""
+        return self._html(base, title, self._render("message.html", status=h(title), message=h(message), base=h(base)), status)
+
+    def authorize(self, environ: dict[str, Any], form: dict[str, list[str]]) -> None:
+        """403 unless the form or the Authorization header carries the token."""
+        self._authorize(environ, form)
+
     # -- SVG ------------------------------------------------------------------------
     def _chart(self, name: str, query: dict[str, list[str]]) -> Response:
         if name not in CHART_NAMES:
@@ -161,7 +174,7 @@ class Dashboard:
         return self._render("actions.html", forms="".join(self._render(name, run_url=h(run_url(base, run.id))) for name in forms))
 
     def _action(self, environ: dict[str, Any], base: str, run_id: str, action: str) -> Response:
-        form = _read_form(environ)
+        form = read_form(environ)
         self._authorize(environ, form)
         if action == "cancel":
             result = cancel_run(self.client, run_id, (one(form, "reason") or "")[:200] or None)
@@ -191,7 +204,8 @@ def _allow(method: str, *allowed: str) -> None:
         raise HttpError("405 Method Not Allowed", f"Use {' or '.join(allowed)} here.", [("Allow", ", ".join(allowed))])
 
 
-def _read_form(environ: dict[str, Any]) -> dict[str, list[str]]:
+def read_form(environ: dict[str, Any], max_fields: int = 10) -> dict[str, list[str]]:
+    """The POSTed form, bounded (size and ``max_fields``); 400 / 413 on a bad one."""
     raw_length = environ.get("CONTENT_LENGTH") or "0"
     if not raw_length.isdigit():
         raise HttpError("400 Bad Request", "Bad Content-Length.")
@@ -199,7 +213,7 @@ def _read_form(environ: dict[str, Any]) -> dict[str, list[str]]:
         raise HttpError("413 Content Too Large", "The form is too large.")
     body = environ["wsgi.input"].read(int(raw_length)) if int(raw_length) else b""
     try:
-        return parse_qs(body.decode("utf-8"), max_num_fields=10)
+        return parse_qs(body.decode("utf-8"), max_num_fields=max_fields)
     except (UnicodeDecodeError, ValueError):
         raise HttpError("400 Bad Request", "The form is not valid.") from None
 

@@ -14,7 +14,6 @@ from redflow.client import RedflowClient
 from redflow.core.keys import RUN_STATUSES
 from redflow.core.models import Run, Step
 from redflow.ops.admin import (
-    cron_entries,
     fmt_attempt,
     fmt_duration,
     fmt_error,
@@ -62,10 +61,11 @@ Render = Callable[..., str]
 class Pages:
     """Builds page bodies from Redis; ``render(template, **values)`` fills a template."""
 
-    def __init__(self, client: RedflowClient, render: Render, actions: Callable[[str, Run], str]) -> None:
+    def __init__(self, client: RedflowClient, render: Render, actions: Callable[[str, Run], str], *, actions_enabled: bool = False) -> None:
         self.client = client
         self._render = render
         self._actions = actions
+        self.actions_enabled = actions_enabled
 
     # -- overview ---------------------------------------------------------------
     def overview(self, base: str, query: dict[str, list[str]]) -> str:
@@ -74,18 +74,13 @@ class Pages:
         client = self.client
         names = workflow_names(client)
         counts = "".join(f'<a href="{h(base)}/?status={h(s)}">{badge(s)} {h(n)}</a>' for s, n in client.status_counts().items())
-        runs = table(
-            ("run", "workflow", "status", "attempt", "created (UTC)", "duration", "error"),
-            (
-                [run_link(base, r.id), h(r.workflow), badge(r.status), h(fmt_attempt(r)), h(fmt_time(r.created_at)),
-                 h(fmt_duration(r.started_at, r.finished_at)), h(fmt_error(r.error) if r.status == "failed" else "")]
-                for r in client.list_runs(workflow=workflow, status=status, limit=limit)
-            ),
-            "No runs match.",
-        )  # fmt: skip
+        from redflow.ops import dashboard_operations  # tag filter, paging, bulk and cron controls (it builds on this package)
+
+        runs, tag_input = dashboard_operations.runs_section(client, self.actions_enabled, base, query, limit)
+        crons = dashboard_operations.crons_section(client, self.actions_enabled, base)
         charts = render_charts(client, window)
         return self._render(
-            "overview.html", base=h(base), queues=self._queues(), crons=self._crons(), counts=counts, runs=runs,
+            "overview.html", base=h(base), queues=self._queues(), crons=crons, counts=counts, runs=runs, tag_input=tag_input,
             max_limit=MAX_LIMIT, limit=limit, window=h(window), workers=self.workers(base),
             window_switch=switch(f"{base}/", CHART_WINDOWS, window, workflow=workflow, status=status, limit=str(limit)),
             charts="".join(f'<figure class="chart-box">{charts[name]}</figure>' for name in CHART_NAMES),
@@ -99,18 +94,6 @@ class Pages:
             ([h(q.queue), h(q.ready), h(q.processing), h(q.scheduled)] for q in queue_counts(self.client)),
             "No queues yet: no worker has synced a workflow.",
             numeric=(1, 2, 3),
-        )
-
-    def _crons(self) -> str:
-        return table(
-            ("workflow", "expression", "timezone", "next (UTC)", "queue"),
-            (
-                [h(c.workflow), f"<code>{h(c.expression)}</code>", h(c.timezone or "UTC"), h(fmt_time(c.next_at)), h(c.queue)]
-                if c.error is None
-                else [h(c.id), f'<span class="muted">unreadable: {h(c.error)}</span>', "", h(fmt_time(c.next_at)), ""]
-                for c in cron_entries(self.client)
-            ),
-            "No cron triggers.",
         )
 
     def workers(self, base: str) -> str:
@@ -174,13 +157,16 @@ class Pages:
         return run.id, body
 
     def _facts(self, base: str, run: Run) -> list[tuple[str, str]]:
-        """The run's facts as (name, HTML). Tags (issue 17) and progress (issue 18) go here, as more rows."""
+        """The run's facts as (name, HTML). Progress goes here, as one more row."""
+        from redflow.ops.dashboard_operations import tags_html  # it builds on this package
+
         return [
             ("workflow", f'<a href="{h(base)}/?workflow={h(run.workflow)}">{h(run.workflow)}</a>'), ("queue", h(run.queue)),
             ("attempt", h(fmt_attempt(run))), ("created", h(fmt_time(run.created_at))), ("started", h(fmt_time(run.started_at))),
             ("finished", h(fmt_time(run.finished_at))), ("duration", h(fmt_duration(run.started_at, run.finished_at))),
             ("parent", run_link(base, run.parent_run_id) if run.parent_run_id else "-"),
             ("cancel", h(run.cancel_reason or ("requested" if run.cancel_requested_at else "-"))),
+            ("tags", tags_html(run.tags, base) if run.tags else "-"),
         ]  # fmt: skip
 
     def _children(self, base: str, run: Run) -> str:

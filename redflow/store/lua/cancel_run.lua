@@ -1,9 +1,10 @@
--- cancel_run (needs status.lua, finalize.lua): a client's cancel.
+-- cancel_run (needs status.lua, finalize.lua, terminal_index.lua): a client's cancel.
 -- A queued or scheduled run is canceled at once, and so is a running one
 -- whose lease is gone (nobody is executing it: its worker died or stalled;
 -- a stalled one is refused at its next write). A running run whose lease is
 -- held gets cancelRequestedAt, and its worker stops it.
--- KEYS: run, the six status zsets, done, queue scheduled, lease, queue processing
+-- KEYS: run, the six status zsets, done, queue scheduled, lease, queue processing,
+--       then the run's failed / canceled index pairs (terminal_index.lua)
 -- ARGV: run id, now ms, reason, errorJson, wake ttl ms
 -- Returns "canceled" | "requested" | "terminal" | "missing".
 local run_key = KEYS[1]
@@ -23,6 +24,7 @@ redis.call("hset", run_key, "cancelRequestedAt", now, "cancelReason", reason)
 local unheld = prev == "running" and redis.call("exists", lease_key) == 0
 if prev == "queued" or prev == "scheduled" or unheld then
   finalize(run_key, index, run_id, prev, "canceled", now, "", error_json, {}, true)
+  index_terminal(12, "canceled", run_id, now)
   wake_waiters(done_key, waiters, wake_ttl)
   redis.call("zrem", queue_scheduled_key, run_id)
   if unheld then

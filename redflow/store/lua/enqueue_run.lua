@@ -1,7 +1,8 @@
 -- enqueue_run: create a run and enqueue it, or return the run its
 -- idempotency key holds.
 -- KEYS: run, runs:created, status:queued, status:scheduled, workflow-runs,
---       queue ready, queue scheduled, idempotency key (the run key when none)
+--       queue ready, queue scheduled, idempotency key (the run key when none),
+--       then any indexes the run joins with score createdAt (a tagged run's tag indexes)
 -- ARGV: run id, workflow, queue, inputJson, createdAt ms,
 --       availableAt ms (<= createdAt: now), maxAttempts, "1" if idempotent,
 --       idempotency ttl s, run id the key may be replaced from (a failed,
@@ -13,6 +14,7 @@ local workflow_runs_key, ready_key, queue_scheduled_key, idem_key = KEYS[5], KEY
 local run_id, workflow, queue, input_json, created_at = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local available_at, max_attempts, idempotent, idem_ttl = ARGV[6], ARGV[7], ARGV[8] == "1", ARGV[9]
 local replace_id, parent_run_id = ARGV[10], ARGV[11]
+local index_keys = {unpack(KEYS, 9)}
 
 if idempotent then
   local current = redis.call("get", idem_key)
@@ -36,6 +38,9 @@ if #ARGV > 11 then
 end
 redis.call("zadd", created_key, created_at, run_id)
 redis.call("zadd", workflow_runs_key, created_at, run_id)
+for _, key in ipairs(index_keys) do
+  redis.call("zadd", key, created_at, run_id)
+end
 if scheduled then
   redis.call("hset", run_key, "availableAt", available_at)
   redis.call("zadd", scheduled_key, created_at, run_id)

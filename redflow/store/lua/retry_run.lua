@@ -1,11 +1,12 @@
--- retry_run (needs status.lua): a manual retry.
+-- retry_run (needs status.lua, terminal_index.lua): a manual retry.
 -- A failed or canceled run goes back to queued under the same id, so its
 -- succeeded steps replay; it gets a fresh attempt budget. A running run that
 -- nobody holds (no lease: its worker died or stalled) goes to the claim end
 -- of ready as it is, as the reaper would move it, which also frees a run
 -- some older version left in no list at all. The lease a finished attempt
 -- left to expire is deleted, so that the retried run starts at once.
--- KEYS: run, the six status zsets, queue ready, done, lease, queue processing
+-- KEYS: run, the six status zsets, queue ready, done, lease, queue processing,
+--       then the run's failed / canceled index pairs (terminal_index.lua), which it leaves
 -- ARGV: run id, now ms
 -- Returns {"queued" | "requeued" | "not_retryable" | "missing", previous status}
 -- ("not_retryable" with "running" means a live worker holds the run).
@@ -31,6 +32,7 @@ local attempt = tonumber(redis.call("hget", run_key, "attempt")) or 0
 local budget = tonumber(redis.call("hget", run_key, "maxAttempts")) or 1
 if budget < 1 then budget = 1 end
 move_status(run_key, index, run_id, prev, "queued", now)
+unindex_terminal(12, run_id)
 redis.call("hdel", run_key, "finishedAt", "errorJson", "outputJson", "availableAt", "waiters", "leaseToken")
 redis.call("hset", run_key, "cancelRequestedAt", "", "cancelReason", "", "maxAttempts", tostring(attempt + budget))
 redis.call("del", done_key, lease_key)

@@ -1,4 +1,4 @@
--- settle_run (needs status.lua, finalize.lua, start.lua): end one attempt,
+-- settle_run (needs status.lua, finalize.lua, terminal_index.lua, start.lua): end one attempt,
 -- and (with a next token) claim and start the next run of the same queue in
 -- the same call, so that a busy slot costs one round trip per run.
 -- Ending: finalize (succeeded / failed / canceled) or schedule a retry, and
@@ -9,7 +9,8 @@
 -- finalized run is never finalized again: a repeated call changes nothing.
 -- The lease of a finished run is left to expire (one command saved per run;
 -- nothing claims a finished run); a retry's lease is released at once.
--- KEYS: run, the six status zsets, queue processing, lease, done, queue scheduled, queue ready
+-- KEYS: run, the six status zsets, queue processing, lease, done, queue scheduled, queue ready,
+--       then the run's failed / canceled index pairs (terminal_index.lua; written only when it ends so)
 -- ARGV: run id, status (succeeded|failed|canceled|scheduled), now ms,
 --       outputJson, errorJson, lease token, wake ttl ms, retry at ms,
 --       "1" to check the lease, "1" to clean fields of an earlier attempt,
@@ -52,6 +53,7 @@ local function settle()
     return "scheduled"
   end
   finalize(run_key, index, run_id, prev, final, now, output_json, error_json, {"leaseToken", ""}, cleanup)
+  index_terminal(13, final, run_id, now)
   wake_waiters(done_key, waiters, wake_ttl)
   return final
 end

@@ -1,0 +1,112 @@
+"""`runs list --tag`, `runs retry|cancel --all` and `cron pause|resume|trigger`
+on the command line: filters, dry runs, confirmation, clear errors."""
+
+from __future__ import annotations
+
+import io
+
+import orjson
+import pytest
+from test_admin import cli  # noqa: F401 - the fixture that runs one sub-command in this process
+
+from redflow import NonRetryableError, define_workflow
+
+
+@pytest.fixture
+def tagged(registry, client, start):
+    """Three failed runs (two for customer 42), two queued runs for customer 42, one succeeded run."""
+
+    @define_workflow("charge", registry=registry, max_attempts=1)
+    def charge(ctx):
+        if ctx.input.get("fail"):
+            raise NonRetryableError("declined")
+        return "ok"
+
+    @define_workflow("parked", registry=registry, queue="parking")
+    def parked(ctx):
+        return None
+
+    worker = start(queues=["default"])
+    failed = [client.run("charge", {"fail": True}, tags={"customer": c}) for c in ("42", "42", "7")]
+    ok = client.run("charge", {}, tags={"customer": "42"})
+    assert ok.result(10) == "ok"
+    for handle in failed:
+        with pytest.raises(Exception, match="declined"):
+            handle.result(10)
+    worker.stop()
+    queued = [client.run("parked", {}, tags={"customer": "42", "tenant": "acme"}) for _ in range(2)]
+    return {"failed": [h.id for h in failed], "ok": ok.id, "queued": [h.id for h in queued]}
+
+
+def test_runs_list_filters_by_tag_and_pages_with_a_cursor(cli, tagged):  # noqa: F811
+    code, out, err = cli("runs", "list", "--tag", "customer=42", "--limit", "2")
+    assert code == 0 and len(out.splitlines()) == 3 and err.startswith("(more may match: --cursor ")
+    cursor = err.split("--cursor ")[1].strip().rstrip(")")
+    code, out, _ = cli("runs", "list", "--tag", "customer=42", "--limit", "2", "--cursor", cursor, "--json")
+    page = orjson.loads(out)
+    assert code == 0 and len(page) == 2 and all(run["tags"]["customer"] == "42" for run in page)
+    code, out, _ = cli("runs", "list", "--tag", "customer=42", "--tag", "tenant=acme", "--status", "queued", "--json")
+    assert {run["id"] for run in orjson.loads(out)} == set(tagged["queued"])
+    code, out, _ = cli("runs", "show", tagged["queued"][0])
+    assert code == 0 and "tags      customer=42 tenant=acme" in out
+    code, _, err = cli("runs", "list", "--tag", "customer")
+    assert code == 1 and "a tag filter is key=value" in err
+    code, _, err = cli("runs", "list", "--tag", "customer=1", "--tag", "customer=2")
+    assert code == 1 and "given twice" in err
+
+
+def test_runs_retry_all_counts_with_dry_run_and_acts_with_yes(cli, tagged, client):  # noqa: F811
+    code, out, _ = cli("runs", "retry", "--all", "--tag", "customer=42", "--dry-run")
+    assert (code, out) == (0, "2 run(s) would be retried (customer=42)\n")
+    assert all(client.get_run(run_id).status == "failed" for run_id in tagged["failed"])
+    code, out, _ = cli("runs", "retry", "--all", "--tag", "customer=42", "--yes", "--json")
+    assert code == 0 and orjson.loads(out) == {"action": "retry", "count": 2}
+    assert [client.get_run(run_id).status for run_id in tagged["failed"]] == ["queued", "queued", "failed"]
+
+
+def test_runs_cancel_all_asks_first_and_refuses_without_a_terminal(cli, tagged, client, monkeypatch):  # noqa: F811
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    code, _, err = cli("runs", "cancel", "--all", "--tag", "customer=42")
+    assert code == 1 and "add --yes to confirm" in err
+    monkeypatch.setattr("sys.stdin", _Tty("n\n"))
+    code, _, err = cli("runs", "cancel", "--all", "--tag", "customer=42")
+    assert code == 1 and "nothing done" in err and all(client.get_run(i).status == "queued" for i in tagged["queued"])
+    monkeypatch.setattr("sys.stdin", _Tty("y\n"))
+    code, out, _ = cli("runs", "cancel", "--all", "--tag", "customer=42", "--reason", "incident")
+    assert (code, out) == (0, "2 run(s) canceled or told to stop (customer=42)\n")
+    assert all(client.get_run(i).status == "canceled" for i in tagged["queued"]) and client.get_run(tagged["ok"]).status == "succeeded"
+
+
+def test_bulk_command_lines_that_make_no_sense_are_refused(cli, tagged):  # noqa: F811
+    assert cli("runs", "retry")[0] == 1
+    code, _, err = cli("runs", "retry", tagged["ok"], "--all")
+    assert code == 1 and "not both" in err
+    code, _, err = cli("runs", "retry", "--all", "--status", "succeeded", "--dry-run")
+    assert code == 1 and "retry --all acts on runs that are failed or canceled" in err
+    code, _, err = cli("runs", "cancel", tagged["queued"][0], "--tag", "customer=42")
+    assert code == 1 and "go with --all" in err
+
+
+def test_cron_pause_resume_and_trigger_on_the_command_line(cli, registry, client, r):  # noqa: F811
+    @define_workflow("nightly", registry=registry, cron=[{"expression": "0 3 * * *", "input": {"full": True}}])
+    def nightly(ctx):
+        return None
+
+    client.sync_registry(registry)
+    (cron_id,) = r.hkeys(client.keys.cron_def())
+    assert cli("cron", "pause", cron_id) == (0, f"{cron_id}: paused\n", "")
+    code, out, _ = cli("cron", "list")
+    assert code == 0 and "paused" in out.splitlines()[1]
+    assert cli("cron", "pause", cron_id)[:2] == (1, f"{cron_id}: already paused\n")
+    code, out, _ = cli("cron", "trigger", cron_id, "--trigger-id", "t1", "--json")
+    run_id = orjson.loads(out)["run_id"]
+    assert code == 0 and client.get_run(run_id).input == {"full": True}
+    code, out, _ = cli("cron", "resume", cron_id)
+    assert code == 0 and out.startswith(f"{cron_id}: resumed; next fire at")
+    code, _, err = cli("cron", "pause", "cron_nope")
+    assert code == 1 and "no cron trigger 'cron_nope'" in err
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
