@@ -44,6 +44,10 @@ def load_registry(app: str | None) -> "Registry":
 
 
 def _worker(args: argparse.Namespace) -> int:
+    if args.processes != 1:
+        from redflow.ops.supervisor import supervise
+
+        return supervise(args)
     from redflow.engine.worker import start_worker
 
     registry = load_registry(args.app)
@@ -106,6 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--cluster", action="store_true", help="the URL names a Redis Cluster node (as redis+cluster:// URLs do)")
     worker.add_argument("--prefix", default=None, help="key prefix (default: $REDFLOW_PREFIX or redflow:v1)")
     worker.add_argument("--lease-ms", type=int, default=5000)
+    worker.add_argument("--processes", type=int, default=1, help="worker processes under one supervisor (default 1: no supervisor)")
     worker.add_argument("--grace", type=float, default=30.0, help="seconds a graceful stop waits for runs in flight")
     worker.add_argument("--metrics-port", default=None, metavar="[HOST:]PORT", help="serve Prometheus metrics (host default 127.0.0.1)")
     worker.add_argument("--log-level", dest="sub_log_level", default=None, choices=["debug", "info", "warning", "error"])
@@ -122,6 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from redflow.ops.logs import setup_logging
 
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # what `worker --processes N` runs again
     setup_logging(getattr(args, "sub_log_level", None) or args.log_level, args.log_format)
     return int(args.func(args) or 0)
 
