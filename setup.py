@@ -38,6 +38,8 @@ setup(
             "types-croniter",
         ],
         "metrics": ["prometheus_client>=0.17"],
+        # bench/peers.py: the same no-op jobs through Dramatiq and Huey, side by side
+        "peers": ["dramatiq[redis,gevent]>=1.15", "huey>=2.5"],
     },
     entry_points={
         "console_scripts": ["redflow-gevent=redflow.ops.cli:main"],
