@@ -60,7 +60,7 @@ class _Target:
 
 
 class RedflowClient:
-    """Talks to one Redis under one prefix; see API.md for the contract."""
+    """Talks to one Redis under one prefix; see the README's "Client" section for what it promises."""
 
     def __init__(self, redis: Any, *, prefix: str | None = None, registry: Registry | None = None, owns_redis: bool = False) -> None:
         self.redis = create_redis(redis_client=redis)
@@ -127,7 +127,7 @@ class RedflowClient:
         if target.workflow is not None:
             input = target.workflow.validate(input)
         try:
-            return codec.dumps(input)
+            return codec.dumps(input, what="input")
         except SerializationError as exc:
             raise InputValidationError(f"input of workflow {target.name!r} is not JSON-serializable: {exc}") from exc
 
@@ -345,11 +345,17 @@ class RedflowClient:
         return list(self.known_queues()) if self.keys.cluster else [None]
 
     # -- reading runs ------------------------------------------------------
-    def read_state(self, run_id: str) -> RunState | None:
+    def read_state(self, run_id: str, *, watch: bool = False) -> RunState | None:
+        """Status and result of a run; with ``watch``, an unfinished run is also
+        flagged as waited for, so that whoever finishes it wakes its waiters."""
         found, slot_queue = self._slot_queue(run_id)
         if not found:
             return None
-        status, output_json, error_json, cancel_reason, queue = self.redis.hmget(self.keys.run(run_id, slot_queue), _RESULT_FIELDS)
+        if watch:
+            reply = self.scripts.watch_run(run_id=run_id, queue=slot_queue)
+        else:
+            reply = self.redis.hmget(self.keys.run(run_id, slot_queue), _RESULT_FIELDS)
+        status, output_json, error_json, cancel_reason, queue = reply
         if status is None:
             return None
         return RunState(run_id, status, queue or "default", output_json, error_json, cancel_reason or None)
@@ -363,7 +369,7 @@ class RedflowClient:
         slice_s = _WAIT_SLICE_MIN_S
         done_key = ""
         while True:
-            state = self.read_state(run_id)
+            state = self.read_state(run_id, watch=True)
             if state is None:
                 raise RunNotFoundError(run_id)
             if state.is_terminal:

@@ -1,4 +1,4 @@
-"""The client API of API.md against a real redis-server."""
+"""The client API (the README's "Client" section) against a real redis-server."""
 
 import time
 
@@ -207,7 +207,7 @@ def test_cancel_queued_scheduled_running_and_finished(client, echo, r):
     final = client.scripts.settle_run(
         run_id=run_id, queue="q1", status="succeeded", now=clock.now_ms(), token="t", lease_ms=5000, output_json="1"
     )
-    assert final == "canceled"
+    assert final.status == "canceled" and final.next is None
 
     assert client.cancel(running.id) is False  # already finished
     assert client.cancel("run_does_not_exist") is False

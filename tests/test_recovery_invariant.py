@@ -36,6 +36,7 @@ from redflow import Registry, create_client, define_workflow
 from redflow.core import codec
 from redflow.core.keys import TERMINAL_STATUSES, new_id
 from redflow.core.models import step_succeeded_json
+from redflow.store.scripts import StartReply
 
 LONG_LEASE_MS = 60_000  # leases lapse only when a test says so
 
@@ -217,6 +218,21 @@ class Interleavings(RuleBasedStateMachine):
             return
         reply = self.scripts.start_run(run_id=slot.run_id, queue="default", token=slot.token, lease_ms=LONG_LEASE_MS,
                                        now=self.client.now_ms())  # fmt: skip
+        self._started(slot, reply)
+
+    @rule(actor=st.sampled_from(ACTORS))
+    def take(self, actor: str) -> None:
+        """Claim and start in one call (a multi-queue worker's probe)."""
+        slot = self.slots[actor]
+        if slot.phase != "idle":
+            return
+        token = new_id("lease")
+        claim = self.scripts.take_run(queue="default", token=token, lease_ms=LONG_LEASE_MS, now=self.client.now_ms())
+        if claim is not None:
+            slot.run_id, slot.token = claim.run_id, token
+            self._started(slot, claim.start)
+
+    def _started(self, slot: Slot, reply: StartReply) -> None:
         if reply.kind == "started":
             slot.phase = "running"
             slot.seq = len(reply.steps)
@@ -250,19 +266,30 @@ class Interleavings(RuleBasedStateMachine):
         if not renewed or state == "stale":
             self._abandon(slot, release)
 
-    @rule(actor=st.sampled_from(ACTORS), outcome=st.sampled_from(["succeeded", "failed", "canceled", "scheduled"]))
-    def settle(self, actor: str, outcome: str) -> None:
+    @rule(
+        actor=st.sampled_from(ACTORS),
+        outcome=st.sampled_from(["succeeded", "failed", "canceled", "scheduled"]),
+        check_lease=st.booleans(),
+        then_next=st.booleans(),
+    )
+    def settle(self, actor: str, outcome: str, check_lease: bool = True, then_next: bool = False) -> None:
+        """End the attempt; the worker reads the lease key too only when its own may have
+        lapsed (so both are tried), and may claim and start the next run in the same call."""
         slot = self.slots[actor]
         if slot.phase not in ("running", "canceling"):
             return
         outcome = "canceled" if slot.phase == "canceling" else outcome
         now = self.client.now_ms()
-        final = self.scripts.settle_run(run_id=slot.run_id, queue="default", status=outcome, now=now, token=slot.token,
-                                        lease_ms=LONG_LEASE_MS, output_json="1", error_json='{"name":"E","message":"m","kind":"error"}',
-                                        retry_at=now - 1)  # fmt: skip
-        if final == "stale":
+        next_token = new_id("lease") if then_next else ""
+        settled = self.scripts.settle_run(run_id=slot.run_id, queue="default", status=outcome, now=now, token=slot.token,
+                                          lease_ms=LONG_LEASE_MS, output_json="1", error_json='{"name":"E","message":"m","kind":"error"}',
+                                          retry_at=now - 1, check_lease=check_lease, cleanup=True, next_token=next_token)  # fmt: skip
+        if settled.status == "stale":
             self._abandon(slot, release=True)
         slot.forget()
+        if settled.next is not None:
+            slot.run_id, slot.token = settled.next.run_id, next_token
+            self._started(slot, settled.next.start)
 
     def _abandon(self, slot: Slot, release: bool) -> None:
         """What an attempt that lost its lease does: release it if it is still its own, then stop."""

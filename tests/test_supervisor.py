@@ -85,12 +85,12 @@ def test_children_drain_when_the_supervisor_is_killed(redis_url, prefix, cli_cli
     assert slow.status() == "succeeded"  # SIGTERM from the kernel (parent death): a graceful drain
 
 
-def test_a_start_up_error_in_the_children_stops_the_supervisor_with_exit_1(redis_url, prefix):
+def test_a_start_up_error_in_the_children_stops_the_supervisor_with_its_exit_status(redis_url, prefix):
     with WorkerProcess(redis_url, prefix, "--processes", "2", app="no_such_module_for_redflow") as worker:
-        assert worker.wait(timeout=30) == 1
+        assert worker.wait(timeout=30) == 2  # the worker's start-up error status
         output = worker.output()
     assert "a start-up error" in output and "not restarting" in output
-    assert "No module named 'no_such_module_for_redflow'" in output
+    assert "no module named 'no_such_module_for_redflow'" in output
 
 
 def test_bad_processes_and_metrics_values_are_refused_with_a_clear_message():

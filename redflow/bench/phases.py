@@ -31,6 +31,7 @@ from redflow.bench.probe import BenchError, Probe, ServerDelta, Timing, percenti
 from redflow.bench.profile import recording
 from redflow.bench.worker import BenchTimeout, BenchWorker, InProcessWorker, SubprocessWorker
 from redflow.client import RedflowClient
+from redflow.core.models import RunField
 from redflow.handle import RunHandle
 from redflow.store.connection import create_redis
 
@@ -146,6 +147,7 @@ def preload(bench: Bench, count: int) -> Staged:
         pipe = bench.client.redis.pipeline(transaction=False)
         for run_id in run_ids:
             pipe.hset(bench.client.keys.run_steps(run_id), mapping=stored)
+            pipe.hset(bench.client.keys.run(run_id), RunField.ATTEMPT, "1")  # as after the attempt that stored them
             if len(pipe) >= 500:
                 pipe.execute()
         pipe.execute()

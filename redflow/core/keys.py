@@ -102,17 +102,24 @@ class Keys:
             cached = self._status_by_queue[queue or ""] = [self.runs_status(s, queue) for s in RUN_STATUSES]
         return cached
 
+    def run_prefix(self, queue: str | None = None) -> str:
+        """What every run key of a queue starts with. Scripts that find a run's id
+        inside Redis (the next run of a queue) build its keys from it, as the
+        three methods below do: ``run_prefix + id``, ``+ ":steps"``, ``+ ":lease"``
+        (``store/lua/start.lua``)."""
+        return f"{self._scoped(queue)}run:"
+
     def run(self, run_id: str, queue: str | None = None) -> str:
         """hash: the run (workflow, queue, status, inputJson, attempt, ...)."""
-        return f"{self._scoped(queue)}run:{run_id}"
+        return self.run_prefix(queue) + run_id
 
     def run_steps(self, run_id: str, queue: str | None = None) -> str:
         """hash: step name -> step JSON."""
-        return f"{self._scoped(queue)}run:{run_id}:steps"
+        return f"{self.run_prefix(queue)}{run_id}:steps"
 
     def run_lease(self, run_id: str, queue: str | None = None) -> str:
         """string: ``lease_<uuid>`` of the worker executing the run, with PX."""
-        return f"{self._scoped(queue)}run:{run_id}:lease"
+        return f"{self.run_prefix(queue)}{run_id}:lease"
 
     def run_children(self, run_id: str, queue: str | None = None) -> str:
         """zset (redflow-gevent extension): child run id -> createdAt ms, the runs
@@ -151,6 +158,24 @@ class Keys:
     def queue_scheduled(self, queue: str) -> str:
         """zset: run id -> availableAt ms (delayed runs and retries)."""
         return f"{self._p}q:{queue}:scheduled" if not self.cluster else self._scoped(queue) + "scheduled"
+
+    # -- workers and charts (redflow-gevent extensions) ----------------------
+    def workers(self) -> str:
+        """zset: worker id -> ms of its last heartbeat; members older than a
+        record's lifetime are pruned by every heartbeat (so it stays bounded)."""
+        return self._p + "workers"
+
+    def worker(self, worker_id: str) -> str:
+        """string: one worker's heartbeat record (JSON, see ``WorkerRecord``),
+        rewritten every beat with PX; deleted by a graceful stop."""
+        return f"{self._p}worker:{worker_id}"
+
+    def stats_bucket(self, span_s: int, start_ms: int) -> str:
+        """hash: what workers tallied in one time bucket of ``span_s`` seconds
+        starting at ``start_ms`` (queue depth samples, enqueue-to-start and
+        attempt-duration histograms per workflow; fields spelled in
+        ``core/tally.py``); expires a while after the bucket ends."""
+        return f"{self._p}stats:{span_s}:{start_ms}"
 
     # -- idempotency -------------------------------------------------------
     def idempotency(self, workflow: str, key: str, queue: str | None = None) -> str:

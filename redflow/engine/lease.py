@@ -38,12 +38,21 @@ def _mono_ms() -> float:
     return time.monotonic() * 1000.0
 
 
+def _ignore_stop(reason: str) -> None:
+    """A detached lease's attempt is over: there is nothing to stop."""
+
+
+def _no_extra() -> dict[str, Any]:
+    return {}
+
+
 @dataclass(eq=False)
 class Lease:
     """What the keeper knows of one attempt: the lease to renew, the steps
     to mark, and one callback to stop the attempt. The attempt makes it and
-    stops itself through :meth:`stop` too, so the keeper sees every stop; the
-    timing fields are the keeper's alone."""
+    stops itself through :meth:`stop` too, so the keeper sees every stop.
+    ``renewed_at_ms`` (monotonic) is when the lease was last written: set by
+    the attempt when its start is sent, then by the keeper's renewals."""
 
     run_id: str
     queue: str
@@ -56,6 +65,11 @@ class Lease:
     tracked_at_ms: float = field(default=0.0, repr=False)
     renewed_at_ms: float = field(default=0.0, repr=False)
     renew_failures: int = field(default=0, repr=False)
+
+    def detach(self) -> None:
+        """The attempt is over: drop the callbacks into it (see ``Attempt.execute``)."""
+        self.on_stop = _ignore_stop
+        self.log_extra = _no_extra
 
     def stop(self, reason: str) -> None:
         """Stop the attempt (canceled, lease lost, worker stopping, Redis lost); the first reason sticks."""
@@ -82,9 +96,11 @@ class LeaseKeeper:
         self.renewals_lost = 0
 
     def track(self, lease: Lease) -> None:
+        """Watch an attempt's lease; ``lease.renewed_at_ms`` says when it was last
+        written (the start request's send time), else it counts from now."""
         now = _mono_ms()
         lease.tracked_at_ms = now
-        lease.renewed_at_ms = now
+        lease.renewed_at_ms = lease.renewed_at_ms or now
         lease.renew_failures = 0
         self._leases[id(lease)] = lease
 

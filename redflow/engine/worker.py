@@ -19,30 +19,38 @@ from gevent import monkey
 from gevent.event import Event
 from redis.exceptions import RedisError
 
+from redflow import __version__
 from redflow.client import RedflowClient, create_client, set_default_client
 from redflow.core.errors import RedflowError
+from redflow.core.keys import new_id
 from redflow.engine.attempt import (
     WORKER_STOPPED,
     Abandoned,
     Attempt,
     Canceled,
+    Claimed,
     Failed,
     Outcome,
     Retrying,
     Runtime,
     Skipped,
 )
+from redflow.engine.heartbeat import DEFAULT_BEAT_S, Heartbeat, WorkerStatus
 from redflow.engine.lease import LeaseKeeper
 from redflow.engine.loops import BACKOFF_MAX_S, CronScheduler, Loop, Promoter, Reaper
 from redflow.engine.observers import Observers
 from redflow.engine.sweeper import OrphanSweeper
 from redflow.registry import Registry, get_default_registry
 from redflow.store.connection import create_redis, resolve_prefix
+from redflow.store.mux_connection import Connection, shared_connections
 from redflow.store.slot_connection import ClusterSlotConnection, SlotConnection, slot_connection
 
 log = logging.getLogger("redflow.worker")
 
 SLOT_BACKOFF_MIN_S = 0.05
+#: A slot of a worker with several queues takes at most this many runs in a row
+#: from one queue through its settles before it looks at the others again.
+MAX_QUEUE_STREAK = 16
 WATCHDOG_INTERVAL_S = 1.0
 REGISTRY_CHECK_S = 10.0
 #: After the stop timeout, how long interrupted runs get to unwind and release their leases.
@@ -61,10 +69,15 @@ class WorkerOptions:
     cancel_poll_ms: int = 100
     sweep_interval_s: float = 5.0
     cron: bool = True
+    #: Slots share a few pipelined connections (False: one connection per slot, as before 0.2).
+    share_connections: bool = True
+    heartbeat_s: float = DEFAULT_BEAT_S  # the worker record, queue depth samples and chart tallies
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
             raise RedflowError("concurrency must be >= 1")
+        if not self.heartbeat_s >= 0.05:
+            raise RedflowError("heartbeat_s must be >= 0.05")
         if self.lease_ms < 100:
             raise RedflowError("lease_ms must be >= 100")
         if self.blmove_timeout_s <= 0:
@@ -96,7 +109,7 @@ class Worker:
         self._started = False
         self._is_default_client = False
         self._slots: list[gevent.Greenlet] = []
-        self._slot_conns: list[SlotConnection | ClusterSlotConnection] = []
+        self._slot_conns: list[Connection] = []
         self._cursors: list[int] = []
         self._inflight: set[Attempt] = set()
         self._loops: list[Loop] = []
@@ -108,6 +121,11 @@ class Worker:
         self.reaper = Reaper(client, self.queues, options.reaper_interval_ms, observers=self.observers)
         self.sweeper = OrphanSweeper(client, self.queues, interval_s=options.sweep_interval_s, observers=self.observers)
         self.cron = CronScheduler(client)
+        self.id = new_id("worker")
+        self.heartbeat = Heartbeat(
+            client, self.id, self.queues, options.concurrency, self._status,
+            known=registry.__contains__, beat_s=options.heartbeat_s, version=__version__,
+        )  # fmt: skip
         self.runtime = Runtime(
             client=client,
             scripts=client.scripts,
@@ -117,6 +135,7 @@ class Worker:
             lease_ms=options.lease_ms,
             keeper=self.keeper,
             spawn_attempt=lambda attempt: gevent.spawn(self._run_attempt, attempt),
+            stopping=self._stopping.is_set,
             wake_promoter=self.promoter.wake_for,
             observe=self._observe,
             observers=self.observers,
@@ -160,13 +179,19 @@ class Worker:
             Loop("watchdog", self._watch_connections, self._loops_stop).start(),
             Loop("registry", self._resync_if_lost, self._loops_stop).start(),
         ]
+        self.heartbeat.loop = Loop("heartbeat", self.heartbeat.step, self._loops_stop).start()
+        self._loops.append(self.heartbeat.loop)
         if self.options.cron:
             self._loops.append(Loop("cron", self.cron.step, self._loops_stop, on_noscript=reload).start())
+        # Slots share a few pipelined connections for their calls (store/mux_connection.py);
+        # each keeps one of its own for blocking claims. All are opened by their first command.
+        shared = shared_connections(self.client.redis, self.options.concurrency) if self.options.share_connections else []
+        self._slot_conns.extend(shared)
         for index in range(self.options.concurrency):
             self._cursors.append(index % max(1, len(self.queues)))
-            conn = slot_connection(self.client.redis)  # opened by its first command
-            self._slot_conns.append(conn)
-            slot = gevent.spawn(self._slot, index, conn)
+            blocking = slot_connection(self.client.redis)
+            self._slot_conns.append(blocking)
+            slot = gevent.spawn(self._slot, index, shared[index % len(shared)] if shared else blocking, blocking)
             slot.name = f"redflow-slot-{index}"
             self._slots.append(slot)
         log.info("worker started: queues=%s concurrency=%d prefix=%s", self.queues, self.options.concurrency, self.client.prefix)
@@ -179,6 +204,8 @@ class Worker:
         if not self._started or self._stopped.is_set():
             return
         self._stopping.set()
+        if self.heartbeat.loop is not None:
+            self.heartbeat.loop.wake()  # its record says "stopping" while runs drain
         for conn in self._slot_conns:
             conn.stop_blocking()  # a slot waiting in BLMOVE gets "nothing" at once and leaves
         if self._inflight:
@@ -196,6 +223,7 @@ class Worker:
             loop.wake()
         gevent.joinall([loop.greenlet for loop in self._loops if loop.greenlet is not None], timeout=2)
         self.cron.resign()
+        self.heartbeat.goodbye()
         self.keeper.stop()
         for conn in self._slot_conns:
             conn.close()
@@ -211,55 +239,75 @@ class Worker:
         return bool(self._stopped.wait(timeout))
 
     # -- slots ----------------------------------------------------------------
-    def _slot(self, index: int, conn: SlotConnection | ClusterSlotConnection) -> None:
+    def _slot(self, index: int, conn: Connection, blocking: SlotConnection | ClusterSlotConnection) -> None:
+        """Claim, lease, run, settle. A settle also claims and starts the slot's
+        next run of the same queue, so a busy slot costs one round trip per run;
+        an empty queue is waited on with BLMOVE."""
         backoff = SLOT_BACKOFF_MIN_S
-        while not self._stopping.is_set():
+        attempt: Attempt | None = None
+        streak = 0  # runs in a row from one queue (a multi-queue slot then looks at the others)
+        while True:
             try:
-                claim = self._claim(conn, index)
-                if claim is not None:
-                    self._run_attempt(Attempt(self.runtime, conn, *claim))
+                if attempt is None:
+                    if self._stopping.is_set():
+                        return
+                    claimed = self._claim(conn, blocking, index)
+                    if claimed is None:
+                        continue
+                    streak = 0
+                    attempt = Attempt(self.runtime, conn, claimed)
+                streak += 1
+                attempt.claim_next = len(self.queues) == 1 or streak < MAX_QUEUE_STREAK
+                attempt = self._run_attempt(attempt)
                 backoff = SLOT_BACKOFF_MIN_S
             except RedisError as exc:
+                attempt = None  # a next run claimed by a lost reply is recovered by the reaper
                 log.warning("slot %d: Redis error (%s); retrying in %.2fs", index, exc, backoff)
                 self._stopping.wait(backoff)
                 backoff = min(backoff * 2, BACKOFF_MAX_S)
             except Exception:  # defensive: one bad run must never stop the slot
+                attempt = None
                 log.exception("slot %d: unexpected error", index)
                 self._stopping.wait(backoff)
                 backoff = min(backoff * 2, BACKOFF_MAX_S)
 
-    def _claim(self, conn: SlotConnection | ClusterSlotConnection, index: int) -> tuple[str, str] | None:
-        """ready -> processing; ``(queue, run id)`` or ``None`` after the blocking timeout."""
+    def _claim(self, conn: Connection, blocking: SlotConnection | ClusterSlotConnection, index: int) -> Claimed | None:
+        """A run of one of the worker's queues, or ``None`` after the blocking timeout.
+
+        A worker of several queues first tries each (claiming and starting in one
+        call), so busy queues don't wait behind empty ones; then it blocks on one."""
         queues = self.queues
         if not queues:
             self._stopping.wait(self.options.blmove_timeout_s)
             return None
-        keys = self.client.keys
         count = len(queues)
         start = self._cursors[index]
-        if count > 1:  # probe every queue first, so busy queues don't wait behind empty ones
+        if count > 1:
+            scripts, lease_ms = self.client.scripts, self.options.lease_ms
             for offset in range(count):
                 queue = queues[(start + offset) % count]
-                run_id = conn.execute("LMOVE", keys.queue_ready(queue), keys.queue_processing(queue), "RIGHT", "LEFT")
-                if run_id:
+                token, sent_ms = new_id("lease"), time.monotonic() * 1000.0
+                taken = scripts.take_run(queue=queue, token=token, lease_ms=lease_ms, now=self.client.now_ms(), conn=conn)
+                if taken is not None:
                     self._cursors[index] = (start + offset + 1) % count
                     if self.observers.active:
                         self.observers.on_claim(queue, 0.0)
-                    return queue, run_id
+                    return Claimed(queue, taken.run_id, token, taken.start, sent_ms, time.time())
                 if self._stopping.is_set():
                     return None
         queue = queues[start % count]
         self._cursors[index] = (start + 1) % count
+        keys = self.client.keys
         began = time.monotonic()
         timeout_s = self.options.blmove_timeout_s
-        run_id = conn.execute(
+        run_id = blocking.execute(
             "BLMOVE", keys.queue_ready(queue), keys.queue_processing(queue), "RIGHT", "LEFT", timeout_s, block_s=timeout_s
         )
         if not run_id:
             return None
         if self.observers.active:
             self.observers.on_claim(queue, time.monotonic() - began)
-        return queue, run_id
+        return Claimed(queue, run_id, new_id("lease"), claimed_at=time.time())
 
     def _resync_if_lost(self) -> float:
         """Sync the registry again when its metadata vanished from Redis (a
@@ -284,23 +332,38 @@ class Worker:
                 conn.abort()
         return WATCHDOG_INTERVAL_S
 
-    def _run_attempt(self, attempt: Attempt) -> Outcome:
+    def _run_attempt(self, attempt: Attempt) -> Attempt | None:
+        """Run one attempt; returns the attempt of the next run its settle claimed,
+        counted in flight before this one leaves (a graceful stop waits for both)."""
         self._inflight.add(attempt)
         try:
-            return attempt.execute()
+            attempt.execute()
+            return Attempt(self.runtime, attempt.conn, attempt.next_claim) if attempt.next_claim is not None else None
         finally:
             self._inflight.discard(attempt)
-            if not self._inflight:
+            # The slot goes on to the next run without yielding: not drained yet.
+            if not self._inflight and attempt.next_claim is None:
                 self._drained.set()
+
+    def _status(self) -> WorkerStatus:
+        """What the heartbeat record says about this worker now."""
+        stats = self.stats
+        running = tuple((a.run_id, a.info.workflow) for a in self._inflight)
+        return WorkerStatus(
+            busy=len(running), done=stats["succeeded"] + stats["failed"] + stats["canceled"], failed=stats["failed"],
+            stopping=self._stopping.is_set(), running=running,
+        )  # fmt: skip
 
     def _observe(self, attempt: Attempt, outcome: Outcome) -> None:
         self.stats[outcome.kind] += 1
+        self.heartbeat.count(attempt, outcome)
         extra = attempt.log_extra()
         match outcome:
             case Failed(error):
                 log.warning("run %s failed: %s: %s", attempt.run_id, type(error).__name__, error, extra=extra)
             case Retrying(error, retry_at):
-                log.info("run %s attempt %d failed (%s); retry at %d", attempt.run_id, attempt.info.attempt, error, retry_at, extra=extra)
+                in_s = max(0, retry_at - attempt.now_ms()) / 1000
+                log.info("run %s attempt %d failed (%s); retry in %.2fs", attempt.run_id, attempt.info.attempt, error, in_s, extra=extra)
             case Canceled():
                 log.info("run %s canceled", attempt.run_id, extra=extra)
             case Abandoned(reason):
@@ -335,6 +398,8 @@ def start_worker(
     cron: bool = True,
     observers: Iterable[Any] = (),
     cluster: bool = False,
+    share_connections: bool = True,
+    heartbeat_s: float = DEFAULT_BEAT_S,
 ) -> Worker:
     """Start a worker for ``registry`` (default: the default registry) and return it."""
     _require_gevent_patching()
@@ -348,6 +413,8 @@ def start_worker(
         cancel_poll_ms=cancel_poll_ms,
         sweep_interval_s=sweep_interval_s,
         cron=cron,
+        share_connections=share_connections,
+        heartbeat_s=heartbeat_s,
     )
     if redis is not None:
         client, owned = create_client(redis=redis, prefix=prefix, registry=registry), False

@@ -12,8 +12,8 @@ and exits when all children have: 0 when every child exited 0.
 It never talks to Redis. A child that dies is like any dead worker: its
 runs' leases lapse and the reaper of a live worker hands them on. A child
 that fails with an error within ``STARTUP_S`` of its first start (a bad
-``-A``, an unreachable Redis) is not restarted: the supervisor stops the
-others and exits 1, as a lone worker would.
+``-A``, a wrong password: exit status 2) is not restarted: the supervisor
+stops the others and exits with that status, as a lone worker would.
 
 Children run in a session of their own, so a terminal's Ctrl-C reaches the
 supervisor alone (which forwards it once), and on Linux they get SIGTERM,
@@ -52,7 +52,7 @@ MAX_BACKOFF_S = 60.0
 #: A child that lived this long before it died is restarted after ``FIRST_BACKOFF_S`` again.
 STABLE_S = 60.0
 #: A child exiting with an error this soon after its first start met a start-up
-#: error (a bad ``-A``, an unreachable Redis): restarting it cannot help.
+#: error (a bad ``-A``, a wrong password): restarting it cannot help.
 STARTUP_S = 10.0
 #: After a second signal, how long children get to exit before SIGKILL.
 KILL_AFTER_S = 10.0
@@ -126,7 +126,7 @@ class Supervisor:
         self.first_backoff_s, self.max_backoff_s = first_backoff_s, max_backoff_s
         self.stable_s, self.startup_s, self.kill_after_s = stable_s, startup_s, kill_after_s
         self.signals = 0
-        self.gave_up = False
+        self.gave_up: int | None = None  # the exit status of a child that failed at start-up
         self._stopping = Event()
 
     def run(self) -> int:
@@ -139,7 +139,9 @@ class Supervisor:
         finally:
             for handler in handlers:
                 handler.cancel()
-        if self.gave_up or self.signals > 1:
+        if self.gave_up is not None:
+            return self.gave_up
+        if self.signals > 1:
             return 1
         return 0 if all(child.exit_code == 0 for child in self.children) else 1
 
@@ -180,7 +182,7 @@ class Supervisor:
             if code > 0 and child.starts == 1 and lived_s < self.startup_s:
                 log.error("worker process %d (pid %d) %s %.1f s after it started: a start-up error (see its output); "
                           "not restarting it, stopping the others", child.index, child.pid, _exit_text(code), lived_s)  # fmt: skip
-                self.gave_up = True
+                self.gave_up = code
                 self.stop()
                 return
             if lived_s >= self.stable_s:

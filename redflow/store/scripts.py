@@ -24,15 +24,16 @@ from typing import Any, TypeVar, cast
 from redflow.core.keys import Keys
 from redflow.store.batch import Batch
 
-#: How long the wake-up token of a finished run lives (waiters re-read the
-#: run hash first, so the token only matters to waiters already blocked).
-WAKE_TTL_MS = 10 * 60 * 1000
+#: How long the wake-up token of a finished run lives: it only matters to
+#: waiters already blocked (they re-read the run at least once a second).
+WAKE_TTL_MS = 60 * 1000
 
 #: Script name -> the helper files it needs, in order. The one list of scripts.
 SCRIPTS: Mapping[str, tuple[str, ...]] = {
     "enqueue_run": (),
-    "start_run": ("status",),
-    "settle_run": ("status", "owns", "finalize"),
+    "start_run": ("status", "start"),
+    "take_run": ("status", "start"),
+    "settle_run": ("status", "finalize", "start"),
     "cancel_run": ("status", "finalize"),
     "retry_run": ("status",),
     "promote_run": (),
@@ -43,6 +44,7 @@ SCRIPTS: Mapping[str, tuple[str, ...]] = {
     "purge_invalid_entries": (),
     "reap_run": (),
     "repair_orphan": (),
+    "watch_run": (),
 }
 
 
@@ -77,26 +79,56 @@ class Enqueued:
         return cls(reply[0] == "created", reply[1])
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # made per run: not frozen, whose __init__ costs 3x
 class StartReply:
-    """``start_run``: ``kind`` is ``started`` (with the run's ``fields`` and
-    ``steps``), ``busy`` (another attempt holds it), ``missing``, ``skip``
-    (not queued/running: ``status``) or ``cancel`` (a cancel is pending)."""
+    """Starting a claimed run: ``kind`` is ``started`` (with the run's
+    ``fields`` as they were read, and ``steps`` when an earlier attempt may
+    have stored some), ``busy`` (another attempt holds it), ``missing``,
+    ``skip`` (not queued/running: ``status``) or ``cancel`` (a cancel is
+    pending). ``attempt`` is the attempt number the start made."""
 
     kind: str
     status: str = ""
     workflow: str = ""
     fields: dict[str, str] = field(default_factory=dict)
     steps: dict[str, str] = field(default_factory=dict)
+    attempt: int = 0
 
     @classmethod
     def parse(cls, reply: Sequence[Any]) -> StartReply:
         kind = reply[0]
         if kind == "started":
-            return cls(kind, fields=_pairs(reply[1]), steps=_pairs(reply[2]))
+            return cls(kind, fields=_pairs(reply[1]), steps=_pairs(reply[2]), attempt=int(reply[3]))
         if len(reply) > 2:
             return cls(kind, status=reply[1], workflow=reply[2])
         return cls(kind)
+
+
+@dataclass(slots=True)  # made per run: not frozen, whose __init__ costs 3x
+class Claim:
+    """A run a slot claimed and started in the same call (``take_run``, or the
+    next run of a ``settle_run``)."""
+
+    run_id: str
+    start: StartReply
+
+
+def _claim(reply: Sequence[Any]) -> Claim | None:
+    return Claim(reply[0], StartReply.parse(reply[1])) if reply and reply[0] else None
+
+
+@dataclass(slots=True)  # made per run: not frozen, whose __init__ costs 3x
+class Settled:
+    """``settle_run``: the status the run ended in (``scheduled`` for a retry),
+    ``stale`` (another attempt owns it) or ``missing``; and the next run it
+    claimed and started, if it was asked to and the queue had one."""
+
+    status: str
+    next: Claim | None = None
+
+    @classmethod
+    def parse(cls, reply: Sequence[Any]) -> Settled:
+        return cls(reply[0], _claim(reply[1:]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,12 +242,16 @@ class Scripts:
         return self._call("enqueue_run", keys, args, conn, Enqueued.parse)
 
     def start_run(self, *, run_id: str, queue: str, token: str, lease_ms: int, now: int, conn: Any = None) -> StartReply:
+        """Start a run the caller moved into processing itself."""
         k = self.keys
-        keys = [
-            k.run(run_id, queue), k.run_steps(run_id, queue), k.run_lease(run_id, queue), k.queue_processing(queue),
-            *k.all_runs_status(queue),
-        ]  # fmt: skip
-        return self._call("start_run", keys, [run_id, token, lease_ms, now], conn, StartReply.parse)
+        keys = [k.queue_processing(queue), *k.all_runs_status(queue)]
+        return self._call("start_run", keys, [run_id, token, lease_ms, now, k.run_prefix(queue)], conn, StartReply.parse)
+
+    def take_run(self, *, queue: str, token: str, lease_ms: int, now: int, conn: Any = None) -> Claim | None:
+        """Claim the next run of ``queue`` and start it; None when the queue is empty."""
+        k = self.keys
+        keys = [k.queue_ready(queue), k.queue_processing(queue), *k.all_runs_status(queue)]
+        return self._call("take_run", keys, [token, lease_ms, now, k.run_prefix(queue)], conn, _claim)
 
     def settle_run(
         self,
@@ -229,17 +265,26 @@ class Scripts:
         output_json: str = "",
         error_json: str = "",
         retry_at: int = 0,
+        check_lease: bool = True,
+        cleanup: bool = True,
+        next_token: str = "",
         conn: Any = None,
-    ) -> str:
-        """Finalize (``status`` terminal) or schedule a retry (``status="scheduled"``);
-        returns the status the run ended in, ``stale`` or ``missing``."""
+    ) -> Settled:
+        """Finalize (``status`` terminal) or schedule a retry (``status="scheduled"``).
+        ``check_lease``: also refuse when the lease key is someone else's (the
+        attempt's lease may have lapsed); ``cleanup``: delete fields an earlier
+        attempt left (errorJson, availableAt); ``next_token``: also claim and
+        start the next run of the queue under this lease token."""
         k = self.keys
         keys = [
             k.run(run_id, queue), *k.all_runs_status(queue), k.queue_processing(queue), k.run_lease(run_id, queue),
-            k.run_done(run_id, queue), k.queue_scheduled(queue),
+            k.run_done(run_id, queue), k.queue_scheduled(queue), k.queue_ready(queue),
         ]  # fmt: skip
-        args = [run_id, status, now, output_json, error_json, token, WAKE_TTL_MS, retry_at, lease_ms]
-        return self._call("settle_run", keys, args, conn, _text)
+        args = [
+            run_id, status, now, output_json, error_json, token, WAKE_TTL_MS, retry_at,
+            "1" if check_lease else "0", "1" if cleanup else "0", next_token, lease_ms, k.run_prefix(queue),
+        ]  # fmt: skip
+        return self._call("settle_run", keys, args, conn, Settled.parse)
 
     def cancel_run(self, *, run_id: str, queue: str, now: int, reason: str, error_json: str, conn: Any = None) -> str:
         """``canceled`` | ``requested`` | ``terminal`` | ``missing``."""
@@ -300,9 +345,9 @@ class Scripts:
         conn: Any = None,
     ) -> StepSaved:
         k = self.keys
-        keys = [k.run_steps(run_id, queue), k.run_lease(run_id, queue), k.run(run_id, queue), k.queue_processing(queue)]
+        keys = [k.run_steps(run_id, queue), k.run_lease(run_id, queue), k.run(run_id, queue)]
         marker = "" if marker_started_at is None else str(marker_started_at)
-        return self._call("save_step", keys, [token, name, step_json, marker, lease_ms, run_id], conn, StepSaved.parse)
+        return self._call("save_step", keys, [token, name, step_json, marker, lease_ms], conn, StepSaved.parse)
 
     def purge_invalid_entries(self, *, queue: str, conn: Any = None) -> list[str]:
         """Remove processing entries that cannot be run ids; returns them (decoded with U+FFFD)."""
@@ -318,3 +363,8 @@ class Scripts:
         k = self.keys
         keys = [k.run(run_id, queue), k.run_lease(run_id, queue), k.queue_processing(queue), k.queue_ready(queue)]
         return self._call("repair_orphan", keys, [run_id], conn, _flag)
+
+    def watch_run(self, *, run_id: str, queue: str | None, conn: Any = None) -> list[str | None]:
+        """``[status, outputJson, errorJson, cancelReason, queue]`` of the run, flagging
+        an unfinished one as waited for (its finisher then pushes the wake-up token)."""
+        return self._call("watch_run", [self.keys.run(run_id, queue)], [], conn, list)

@@ -27,7 +27,7 @@ from tests.chaos.apps.bad_app import registry as bad_registry
 from tests.chaos.apps.crash_app import registry as crash_registry
 from tests.chaos.apps.side import SIDE_URL_ENV
 from tests.chaos.harness import NOTIFY_ARGS, Bench, Workers, start_server
-from tests.chaos.kit import FinalizeWitness, SideCounts, TerminalWatch
+from tests.chaos.kit import FinalizeWitness, SideCounts, TerminalWatch, watched
 
 _REPORT: list[str] = []
 
@@ -130,7 +130,7 @@ def er(engine: RedisServer) -> Iterator[redis.Redis]:
 
 @pytest.fixture
 def chaos_client(engine: RedisServer, prefix: str):
-    client = create_client(engine.url, prefix=prefix, registry=crash_registry)
+    client = watched(create_client(engine.url, prefix=prefix, registry=crash_registry))
     yield client
     client.close()
 

@@ -123,7 +123,8 @@ def write_run(r: redis.Redis, keys: Any, run_id: str, workflow: str = "echo", fi
     after claiming it left it (no lease)."""
     now = clock.now_ms()
     mapping = {"workflow": workflow, "queue": "default", "status": "queued", "inputJson": '{"n":1}', "attempt": "0",
-               "maxAttempts": "3", "createdAt": str(now), "cancelRequestedAt": "", "cancelReason": ""}  # fmt: skip
+               "maxAttempts": "3", "createdAt": str(now), "cancelRequestedAt": "", "cancelReason": "",
+               "waiters": "1"}  # fmt: skip  # waited for: each finalization pushes a token the witness counts
     mapping.update(fields or {})
     r.hset(keys.run(run_id), mapping={name: value for name, value in mapping.items() if value is not None})
     r.zadd(keys.runs_created(), {run_id: now})

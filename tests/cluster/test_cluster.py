@@ -5,30 +5,45 @@ import time
 
 import gevent
 import pytest
-from helpers import WorkerProcess, wait_until
+from helpers import WorkerProcess, request, wait_until
 from redis.crc import key_slot
+from test_charts import bars, svg
 
 from redflow import create_client, define_workflow
 from redflow.core.keys import Keys
+from redflow.ops.dashboard import serve
+from redflow.ops.stats import workflow_stats
+from redflow.ops.workers import list_workers
 from redflow.store.scripts import Scripts
+
+#: A reply of each script's shape, for the recorder.
+_REPLIES = {
+    "enqueue_run": ["created", "run_x"], "start_run": ["busy"], "take_run": [], "settle_run": ["succeeded"],
+    "retry_run": ["queued", "failed"], "save_step": ["saved", ""], "purge_invalid_entries": [], "watch_run": [None] * 5,
+}  # fmt: skip
 
 
 class _Recorder:
-    """Stands in for a redis client: records the KEYS of every script call."""
+    """Stands in for a redis client: records the KEYS of every script call, and
+    the run key a script builds from a run id it finds inside Redis (the
+    ``run_prefix`` argument) with the id ``run_x``."""
 
     def __init__(self):
         self.calls = []
 
     def register_script(self, source):
         recorder = self
+        name = next(n for n in _REPLIES.keys() | {"cancel_run", "promote_run", "unlock", "renew_lease", "claim_inline",
+                                                 "reap_run", "repair_orphan"} if f"-- {n} " in source or f"-- {n}:" in source)  # fmt: skip
 
         class _Script:
             script = source
             sha = "x"
 
             def __call__(self, keys, args, client):
-                recorder.calls.append(list(keys))
-                return ["created", "run_x"]
+                built = [a + "run_x" for a in args if isinstance(a, str) and a.endswith(":run:")]
+                recorder.calls.append(list(keys) + built)
+                return _REPLIES.get(name, 1)
 
         return _Script()
 
@@ -40,7 +55,8 @@ def test_every_script_touches_keys_of_one_slot_in_cluster_mode():
     scripts.enqueue_run(**common, workflow="wf", input_json="{}", created_at=1, available_at=0, max_attempts=3,
                         idempotency_key="k", idempotency_ttl_s=10)  # fmt: skip
     scripts.start_run(**common, token="t", lease_ms=1000, now=1)
-    scripts.settle_run(**common, status="succeeded", now=1, token="t", lease_ms=1000)
+    scripts.take_run(queue="emails", token="t", lease_ms=1000, now=1)
+    scripts.settle_run(**common, status="succeeded", now=1, token="t", lease_ms=1000, next_token="t2")
     scripts.cancel_run(**common, now=1, reason="", error_json="")
     scripts.retry_run(**common, now=1)
     scripts.promote_run(**common, now=1)
@@ -48,7 +64,9 @@ def test_every_script_touches_keys_of_one_slot_in_cluster_mode():
     scripts.save_step(**common, token="t", name="s", step_json="{}", lease_ms=1000)
     scripts.reap_run(**common)
     scripts.purge_invalid_entries(queue="emails")
-    assert len(rec.calls) == 10
+    scripts.watch_run(**common)
+    assert len(rec.calls) == 12
+    assert sum(1 for keys in rec.calls if keys[-1].endswith(":run:run_x")) == 3  # start, take, settle build run keys
     for keys in rec.calls:
         assert len({key_slot(k.encode()) for k in keys}) == 1, keys
 
@@ -125,3 +143,31 @@ def test_a_worker_process_drains_runs_on_three_masters(redis_cluster, prefix, r)
         print(f"\ncluster: {total} two-step runs in {elapsed:.2f}s ({total / elapsed:.0f} runs/s, incl. start-up)")
     finally:
         client.close()
+
+
+def test_workers_stats_charts_and_pages_read_a_cluster(start, registry, client):
+    @define_workflow("tick", registry=registry, queue="ticks")
+    def tick(ctx):
+        return ctx.step.run("one", lambda: ctx.input)
+
+    @define_workflow("tock", registry=registry, queue="tocks")
+    def tock(ctx):
+        return ctx.step.run_workflow("child", "tick", ctx.input)
+
+    worker = start(heartbeat_s=0.1, concurrency=4)
+    assert [client.run("tock", n).result(20) for n in range(3)] == [0, 1, 2]
+    wait_until(lambda: worker.heartbeat.beats >= 3, timeout=10)
+    (view,) = list_workers(client)
+    assert view.state == "alive" and view.record.slots == 4 and set(view.record.queues) == {"ticks", "tocks"}
+    stats = {s.workflow: s for s in workflow_stats(client, 3600)}
+    assert stats["tick"].counts["succeeded"] == 3 == stats["tock"].counts["succeeded"] and stats["tock"].success_rate == 1.0
+    server = serve(client, "127.0.0.1", 0)
+    try:
+        assert bars(svg(server.server_port, "/charts/throughput.svg")) == {"succeeded": 6}
+        status, _, page = request(server.server_port, "GET", "/")
+        assert status == 200 and page.count("<svg") == 4 and view.record.id[:15] in page
+        parent = client.list_runs(workflow="tock", limit=1)[0]
+        status, _, page = request(server.server_port, "GET", f"/runs/{parent.id}")
+        assert status == 200 and "Children (1)" in page and "timeline" in page
+    finally:
+        server.stop(timeout=1)

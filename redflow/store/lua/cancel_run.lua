@@ -11,7 +11,8 @@ local index = status_keys(2)
 local done_key, queue_scheduled_key, lease_key, processing_key = KEYS[8], KEYS[9], KEYS[10], KEYS[11]
 local run_id, now, reason, error_json, wake_ttl = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 
-local prev = redis.call("hget", run_key, "status")
+local run = redis.call("hmget", run_key, "status", "waiters")
+local prev, waiters = run[1], run[2]
 if not prev then
   return "missing"
 end
@@ -21,7 +22,8 @@ end
 redis.call("hset", run_key, "cancelRequestedAt", now, "cancelReason", reason)
 local unheld = prev == "running" and redis.call("exists", lease_key) == 0
 if prev == "queued" or prev == "scheduled" or unheld then
-  finalize(run_key, index, done_key, run_id, prev, "canceled", now, now, "", error_json, wake_ttl)
+  finalize(run_key, index, run_id, prev, "canceled", now, "", error_json, {}, true)
+  wake_waiters(done_key, waiters, wake_ttl)
   redis.call("zrem", queue_scheduled_key, run_id)
   if unheld then
     redis.call("lrem", processing_key, 0, run_id)

@@ -3,7 +3,8 @@
 -- succeeded steps replay; it gets a fresh attempt budget. A running run that
 -- nobody holds (no lease: its worker died or stalled) goes to the claim end
 -- of ready as it is, as the reaper would move it, which also frees a run
--- some older version left in no list at all.
+-- some older version left in no list at all. The lease a finished attempt
+-- left to expire is deleted, so that the retried run starts at once.
 -- KEYS: run, the six status zsets, queue ready, done, lease, queue processing
 -- ARGV: run id, now ms
 -- Returns {"queued" | "requeued" | "not_retryable" | "missing", previous status}
@@ -18,7 +19,7 @@ if not prev then
   return {"missing", ""}
 end
 if prev == "running" and redis.call("exists", lease_key) == 0 then
-  redis.call("hset", run_key, "cancelRequestedAt", "", "cancelReason", "")
+  redis.call("hset", run_key, "cancelRequestedAt", "", "cancelReason", "", "leaseToken", "")
   redis.call("lrem", processing_key, 0, run_id)
   redis.call("rpush", ready_key, run_id)
   return {"requeued", prev}
@@ -30,8 +31,8 @@ local attempt = tonumber(redis.call("hget", run_key, "attempt")) or 0
 local budget = tonumber(redis.call("hget", run_key, "maxAttempts")) or 1
 if budget < 1 then budget = 1 end
 move_status(run_key, index, run_id, prev, "queued", now)
-redis.call("hdel", run_key, "finishedAt", "errorJson", "outputJson", "availableAt")
+redis.call("hdel", run_key, "finishedAt", "errorJson", "outputJson", "availableAt", "waiters", "leaseToken")
 redis.call("hset", run_key, "cancelRequestedAt", "", "cancelReason", "", "maxAttempts", tostring(attempt + budget))
-redis.call("del", done_key)
+redis.call("del", done_key, lease_key)
 redis.call("lpush", ready_key, run_id)
 return {"queued", prev}

@@ -4,14 +4,14 @@
 -- cancelRequestedAt so that a step boundary notices a cancel for free. With
 -- a marker startedAt (a step still going), only writes the "running" record
 -- if no record of that execution (or a success) is there already.
--- KEYS: steps, lease, run, queue processing
--- ARGV: lease token, step name, step JSON, marker startedAt or "", lease ms, run id
+-- KEYS: steps, lease, run
+-- ARGV: lease token, step name, step JSON, marker startedAt or "", lease ms
 -- Returns {"saved" | "kept" | "stale", cancelRequestedAt}.
-local steps_key, lease_key, run_key, processing_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local token, name, step_json, marker, lease_ms, run_id = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+local steps_key, lease_key, run_key = KEYS[1], KEYS[2], KEYS[3]
+local token, name, step_json, marker, lease_ms = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 
-local run = redis.call("hmget", run_key, "status", "cancelRequestedAt")
-if not owns(lease_key, token, run[1], processing_key, run_id, lease_ms, marker == "") then
+local run = redis.call("hmget", run_key, "status", "cancelRequestedAt", "leaseToken")
+if not owns(lease_key, token, run[1], run[3], lease_ms, marker == "") then
   return {"stale", ""}
 end
 redis.call("pexpire", lease_key, lease_ms)

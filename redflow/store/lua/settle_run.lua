@@ -1,47 +1,67 @@
--- settle_run (needs status.lua, owns.lua, finalize.lua): end one attempt:
--- finalize (succeeded / failed / canceled) or schedule a retry, remove the
--- run from processing and release the lease, in one trip. Refuses when this
--- attempt no longer owns the run (see owns), and never finalizes a run
--- twice: a repeated call finds it terminal and changes nothing.
--- KEYS: run, the six status zsets, queue processing, lease, done, queue scheduled
+-- settle_run (needs status.lua, finalize.lua, start.lua): end one attempt,
+-- and (with a next token) claim and start the next run of the same queue in
+-- the same call, so that a busy slot costs one round trip per run.
+-- Ending: finalize (succeeded / failed / canceled) or schedule a retry, and
+-- leave processing. The fence: the run hash names the lease token of the
+-- attempt that started it last (every start writes it), so a run another
+-- attempt took over is refused ("stale"); with check-lease (the attempt's
+-- lease may have lapsed), a lease held by anyone else refuses it too. A
+-- finalized run is never finalized again: a repeated call changes nothing.
+-- The lease of a finished run is left to expire (one command saved per run;
+-- nothing claims a finished run); a retry's lease is released at once.
+-- KEYS: run, the six status zsets, queue processing, lease, done, queue scheduled, queue ready
 -- ARGV: run id, status (succeeded|failed|canceled|scheduled), now ms,
---       outputJson, errorJson, lease token, wake ttl ms, retry at ms, lease ms
--- Returns the status the run ended in, "stale" or "missing".
+--       outputJson, errorJson, lease token, wake ttl ms, retry at ms,
+--       "1" to check the lease, "1" to clean fields of an earlier attempt,
+--       next lease token ("" claims nothing), lease ms, run key prefix
+-- Returns {status the run ended in | "stale" | "missing"} and, when a next
+-- run was asked for, its id ("" if the queue is empty) and start reply.
 local run_key = KEYS[1]
 local index = status_keys(2)
-local processing_key, lease_key, done_key, queue_scheduled_key = KEYS[8], KEYS[9], KEYS[10], KEYS[11]
+local processing_key, lease_key, done_key, queue_scheduled_key, ready_key = KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12]
 local run_id, requested, now, output_json, error_json = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-local token, wake_ttl, retry_at, lease_ms = ARGV[6], ARGV[7], ARGV[8], ARGV[9]
+local token, wake_ttl, retry_at, check_lease, cleanup = ARGV[6], ARGV[7], ARGV[8], ARGV[9] == "1", ARGV[10] == "1"
+local next_token, lease_ms, run_prefix = ARGV[11], ARGV[12], ARGV[13]
 
-local function release(reply)
-  redis.call("lrem", processing_key, 0, run_id)
-  if redis.call("get", lease_key) == token then
-    redis.call("del", lease_key)
+local function settle()
+  local run = redis.call("hmget", run_key, "status", "cancelRequestedAt", "leaseToken", "waiters")
+  local prev, cancel_at, fence, waiters = run[1], run[2], run[3], run[4]
+  if not prev then
+    redis.call("lrem", processing_key, -1, run_id)
+    return "missing"
   end
-  return reply
-end
-local run = redis.call("hmget", run_key, "status", "cancelRequestedAt")
-local prev, cancel_at = run[1], run[2]
-if not prev then
-  return release("missing")
-end
-if TERMINAL[prev] then
-  return release(prev)
-end
-if not owns(lease_key, token, prev, processing_key, run_id, lease_ms, true) then
-  return "stale"
-end
-if requested == "scheduled" then
-  if cancel_at and cancel_at ~= "" then
-    requested = "canceled"
-  else
-    move_status(run_key, index, run_id, prev, "scheduled", now, {"availableAt", retry_at, "errorJson", error_json})
+  if TERMINAL[prev] then
+    redis.call("lrem", processing_key, -1, run_id)
+    return prev
+  end
+  if fence ~= token then
+    return "stale"
+  end
+  if check_lease then
+    local holder = redis.call("get", lease_key)
+    if holder and holder ~= token then
+      return "stale"
+    end
+  end
+  redis.call("lrem", processing_key, -1, run_id)
+  local final = final_status(requested, cancel_at)
+  if final == "scheduled" then
+    move_status(run_key, index, run_id, prev, "scheduled", now, {"availableAt", retry_at, "errorJson", error_json, "leaseToken", ""})
     redis.call("zadd", queue_scheduled_key, retry_at, run_id)
-    return release("scheduled")
+    redis.call("del", lease_key)
+    return "scheduled"
   end
+  finalize(run_key, index, run_id, prev, final, now, output_json, error_json, {"leaseToken", ""}, cleanup)
+  wake_waiters(done_key, waiters, wake_ttl)
+  return final
 end
-local final = finalize(run_key, index, done_key, run_id, prev, requested, cancel_at, now, output_json, error_json, wake_ttl)
-if prev == "scheduled" then
-  redis.call("zrem", queue_scheduled_key, run_id)
+
+local final = settle()
+if next_token == "" then
+  return {final}
 end
-return release(final)
+local next_id = redis.call("lmove", ready_key, processing_key, "RIGHT", "LEFT")
+if not next_id then
+  return {final, ""}
+end
+return {final, next_id, start_claimed(run_prefix, processing_key, index, next_id, next_token, lease_ms, now)}

@@ -1,0 +1,67 @@
+"""The hot path's budget, counted by Redis itself: a worker with a full queue
+costs one round trip and 12 Redis commands per no-op run (the commands Lua
+scripts call included), and a feature a workflow does not use adds nothing.
+
+Counts, not timings: they do not depend on the machine's load. The worker's
+background loops (promoter, reaper, ...) also talk to Redis during the drain;
+they add a few commands in all, which the bounds below leave room for.
+"""
+
+from __future__ import annotations
+
+import gevent
+from helpers import wait_until
+
+from redflow import Registry, define_workflow
+from redflow.bench.probe import Probe, server_delta
+
+RUNS = 400
+
+
+def drain_counts(start, client, redis_url: str, workflow, *, concurrency: int) -> tuple[float, float, dict[str, float]]:
+    """Round trips and commands per run while a worker drains RUNS queued runs."""
+    keys = client.keys
+    staging = keys.queue_ready("default") + ":staging"
+    client.run_many(workflow, [None] * RUNS)
+    probe = Probe(redis_url)
+    probe.call("RENAME", keys.queue_ready("default"), staging)  # the worker must find them all at once
+    worker = start(concurrency=concurrency)
+    wait_until(lambda: probe.call("LLEN", keys.queue_processing("default")) == 0 and probe.call("CLIENT", "LIST").count("cmd=blmove") >= 1)
+    before = probe.sample()
+    probe.call("RENAME", staging, keys.queue_ready("default"))
+    wait_until(lambda: probe.call("ZCARD", keys.runs_status("succeeded")) == RUNS, timeout=30)
+    after = probe.sample()
+    worker.stop()
+    probe.close()
+    delta = server_delta(before, after)
+    return delta.trips / RUNS, sum(delta.commands.values()) / RUNS, {name: calls / RUNS for name, calls in delta.commands.items()}
+
+
+def test_a_busy_worker_spends_one_round_trip_and_12_commands_per_no_op_run(start, client, redis_url):
+    registry = Registry()
+
+    @define_workflow("noop", registry=registry)
+    def noop(ctx):
+        return None
+
+    client.sync_registry(registry)
+    trips, commands, by_command = drain_counts(lambda **o: start(registry, **o), client, redis_url, noop, concurrency=4)
+    assert trips <= 1.2, (trips, by_command)
+    assert commands <= 12.3, (commands, by_command)
+    # one settle per run, which also claims and starts the next run
+    assert 0.99 <= by_command["evalsha"] <= 1.05 and by_command.get("blmove", 0) <= 0.05, by_command
+
+
+def test_a_waiting_client_costs_the_run_two_commands_and_nobody_waiting_costs_none(start, client, registry):
+    @define_workflow("slow-noop", registry=registry)
+    def slow_noop(ctx):
+        gevent.sleep(0.2)
+
+    start()
+    waited = slow_noop.run(None, client=client)
+    unwaited = slow_noop.run(None, client=client)
+    assert waited.result(5) is None
+    wait_until(lambda: unwaited.status() == "succeeded")
+    r = client.redis
+    assert r.llen(client.keys.run_done(waited.id)) == 1 and 0 < r.pttl(client.keys.run_done(waited.id)) <= 60_000
+    assert r.exists(client.keys.run_done(unwaited.id)) == 0
