@@ -34,6 +34,13 @@ from redflow.store.scripts import Enqueued, Scripts
 from redflow.store.server_clock import ServerClock
 
 IDEMPOTENCY_TTL_S = 7 * 24 * 3600
+#: How long ``run("name")`` reuses a workflow's synced metadata (queue, max
+#: attempts) before reading it again, so that an enqueue is one round trip.
+#: Safe: the metadata only chooses where a new run waits and its attempt
+#: budget, both fixed at enqueue; a deploy that changes them is seen within
+#: this time, which only widens the window a deploy has anyway (runs enqueued
+#: just before it keep the old values). An unknown name is never cached.
+WORKFLOW_META_TTL_S = 5.0
 _WAIT_SLICE_MIN_S = 0.05
 _WAIT_SLICE_MAX_S = 1.0
 _RESULT_FIELDS = (RunField.STATUS, RunField.OUTPUT_JSON, RunField.ERROR_JSON, RunField.CANCEL_REASON, RunField.QUEUE)
@@ -85,6 +92,8 @@ class RedflowClient:
         self.registry = registry
         self._owns_redis = owns_redis or self.redis is not redis
         self._queue_cache: dict[str, str] = {}
+        self.workflow_meta_ttl_s = WORKFLOW_META_TTL_S
+        self._synced_targets: dict[str, tuple[float, _Target]] = {}  # name -> (read at, monotonic s; target)
 
     def __repr__(self) -> str:
         return f"RedflowClient(prefix={self.prefix!r})"
@@ -118,11 +127,22 @@ class RedflowClient:
         local = self._local_workflow(workflow)
         if local is not None:
             return _Target(local.name, local.queue, local.max_attempts, local)
-        queue, max_attempts = self.redis.hmget(self.keys.workflow(workflow), [WorkflowField.QUEUE, WorkflowField.MAX_ATTEMPTS])
+        return self._synced_target(workflow)
+
+    def _synced_target(self, name: str) -> _Target:
+        """A workflow known only from its synced metadata, read at most once per ``workflow_meta_ttl_s``."""
+        now_s = time.monotonic()
+        cached = self._synced_targets.get(name)
+        if cached is not None and now_s - cached[0] < self.workflow_meta_ttl_s:
+            return cached[1]
+        queue, max_attempts = self.redis.hmget(self.keys.workflow(name), [WorkflowField.QUEUE, WorkflowField.MAX_ATTEMPTS])
         if not queue:
-            raise UnknownWorkflowError(workflow)
+            self._synced_targets.pop(name, None)
+            raise UnknownWorkflowError(name)
         fields = {RunField.MAX_ATTEMPTS: max_attempts} if max_attempts else {}
-        return _Target(workflow, queue, max_attempts_of(fields, what=f"workflow {workflow}"), None)
+        target = _Target(name, queue, max_attempts_of(fields, what=f"workflow {name}"), None)
+        self._synced_targets[name] = (now_s, target)
+        return target
 
     def encode_input(self, target: _Target, input: Any) -> str:
         if target.workflow is not None:
@@ -204,7 +224,10 @@ class RedflowClient:
             self._record_queue(run_id, queue, pipe=batch)
             if children_key is not None:
                 batch.zadd(children_key, {run_id: now})
-            self.scripts.enqueue_run(
+            # Alone, the script is one EVALSHA; a redis-py pipeline holding a
+            # script asks SCRIPT EXISTS first, a second round trip.
+            conn = batch if len(batch) else None
+            reply = self.scripts.enqueue_run(
                 run_id=run_id,
                 workflow=target.name,
                 queue=queue,
@@ -218,9 +241,9 @@ class RedflowClient:
                 parent_run_id=parent_run_id or "",
                 extra_fields=extra_fields,
                 index_keys=index_keys,
-                conn=batch,
+                conn=conn,
             )
-            enqueued: Enqueued = batch.execute()[-1]
+            enqueued: Enqueued = batch.execute()[-1] if conn is not None else reply
             if enqueued.created:
                 return RunHandle(self, enqueued.run_id)
             self._unlist(run_id, enqueued.run_id, children_key, now)
@@ -550,6 +573,7 @@ class RedflowClient:
         from redflow.sync import sync_registry
 
         sync_registry(self, registry if registry is not None else get_default_registry())
+        self._synced_targets.clear()  # this client sees what it just stored at once
 
 
 def _hooked(operation: str, name: str, start: Callable[[dict[str, str]], list[str]]) -> list[str]:

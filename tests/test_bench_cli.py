@@ -1,14 +1,17 @@
 """`redflow-gevent bench`: small runs print and save every figure; --compare
 fails on a regression. No speed is asserted: the machine is shared."""
 
+import re
 import subprocess
+from collections import Counter
 
 import pytest
 from helpers import CLI, ROOT
 
-from redflow.bench.probe import percentiles
+from redflow.bench.phases import per_run_redis_cpu
+from redflow.bench.probe import ServerDelta, percentiles
 from redflow.bench.profile import summarize
-from redflow.bench.report import COMPARED, HIGHER, LOWER, compare, figure
+from redflow.bench.report import COMPARED, HIGHER, LOWER, compare, figure, load_text
 from redflow.core import codec
 
 SMALL = ["-n", "200", "-c", "20", "--rate", "400", "--paced-runs", "40", "--idle", "0.5"]
@@ -31,8 +34,10 @@ def small_run(tmp_path_factory):
 def test_a_small_bench_prints_every_phase(small_run):
     out, _ = small_run
     for text in ("drain", "dequeue->finalize", "round trips / run", "CPU / 1,000 runs", "enqueue->start", "enqueue->result",
-                 "idle", "peak RSS", "hot-path timestamps"):  # fmt: skip
+                 "idle", "peak RSS", "hot-path timestamps", "Redis CPU / run", "one Redis core serves at most",
+                 "Redis memory kept / finished run"):  # fmt: skip
         assert text in out
+    assert re.search(r"load average \d+\.\d\d \d+\.\d\d \d+\.\d\d \(1, 5, 15 min\)", out)
 
 
 def test_a_small_bench_saves_every_compared_figure_with_its_machine(small_run):
@@ -52,6 +57,8 @@ def test_a_small_bench_saves_every_compared_figure_with_its_machine(small_run):
         stats = result[phase][name]
         assert 0 <= stats["p50"] <= stats["p95"] <= stats["p99"] <= stats["max"]
     assert result["paced"]["runs"] == 40
+    assert drain["redis_cpu_us_per_run"] > 0 and drain["runs_per_s_per_redis_core"] == pytest.approx(1e6 / drain["redis_cpu_us_per_run"])
+    assert drain["redis_bytes_kept_per_run"] > 100  # a run hash, its index entries and its wake-up list at least
     assert result["idle"]["rss_mb"] > 0 and result["idle"]["cpu_percent"] >= 0 and result["peak_rss_mb"] >= result["idle"]["rss_mb"]
 
 
@@ -117,6 +124,12 @@ def test_a_bench_that_cannot_finish_says_why_and_exits_2():
     assert "runs ended within" in done.stderr and "Traceback" not in done.stderr
 
 
+def test_the_report_is_not_mixed_with_the_in_process_worker_info_logs():
+    done = subprocess.run([CLI, "bench", *TINY], cwd=ROOT, capture_output=True, text=True, timeout=60)  # default --log-level info
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "drain" in done.stdout and "worker started" not in done.stdout + done.stderr and " INFO " not in done.stderr
+
+
 def test_bench_refuses_replay_without_steps():
     done = bench("--replay", *TINY)
     assert done.returncode != 0 and "--replay needs --steps" in done.stderr
@@ -135,6 +148,19 @@ def test_compare_judges_each_figure_by_its_direction():
     assert rows["idle.cpu_percent"].regressed  # from zero, any rise is past any bound
     assert all(not row.regressed for row in compare(base, base, 0.0))
     assert {COMPARED[p] for p in COMPARED} == {HIGHER, LOWER}
+
+
+def test_the_load_average_is_printed_with_two_decimals():
+    assert load_text([0.4580078125, 0.5556640625, 12.0]) == "0.46 0.56 12.00 (1, 5, 15 min)"
+    assert load_text(None) == "unknown"
+
+
+def test_redis_cpu_per_run_gives_the_runs_one_redis_core_can_serve():
+    delta = ServerDelta(commands=Counter(), trips=0, cpu_s=0.5, own_commands=Counter())
+    assert per_run_redis_cpu(delta, 10_000) == pytest.approx(
+        {"redis_cpu_s_per_1000_runs": 0.05, "redis_cpu_us_per_run": 50.0, "runs_per_s_per_redis_core": 20_000.0}
+    )
+    assert per_run_redis_cpu(ServerDelta(Counter(), 0, 0.0, Counter()), 10)["runs_per_s_per_redis_core"] == 0.0
 
 
 def test_percentiles_interpolate_between_ranks_in_ms():

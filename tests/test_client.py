@@ -4,11 +4,13 @@ import time
 
 import gevent
 import pytest
+import redis
 
 from redflow import (
     CanceledError,
     CorruptDataError,
     InputValidationError,
+    Registry,
     RunFailedError,
     RunNotFoundError,
     TimeoutError,
@@ -319,6 +321,54 @@ def test_a_workflow_known_only_from_redis_metadata_can_be_started_by_name(client
         assert run.queue == "rq" and run.max_attempts == 7
     finally:
         elsewhere.close()
+
+
+class CountingConnection(redis.Connection):
+    """A redis-py connection counting round trips: one send per command or pipeline."""
+
+    sends = 0
+
+    def send_packed_command(self, command, check_health=True):
+        CountingConnection.sends += 1
+        return super().send_packed_command(command, check_health)
+
+
+def round_trips(action):
+    before = CountingConnection.sends
+    action()
+    return CountingConnection.sends - before
+
+
+def test_starting_a_workflow_known_only_from_redis_is_one_round_trip_until_its_metadata_expires(client, registry, redis_url, prefix):
+    @define_workflow("remote", queue="rq", max_attempts=7, registry=registry)
+    def remote(ctx):
+        return None
+
+    client.sync_registry(registry)
+    counted = redis.Redis.from_url(redis_url, decode_responses=True, connection_class=CountingConnection)
+    elsewhere = create_client(redis=counted, prefix=prefix, registry=Registry())
+    try:
+        elsewhere.run("remote", {})  # reads the metadata, Redis's clock, loads the script
+        assert [round_trips(lambda: elsewhere.run("remote", {})) for _ in range(3)] == [1, 1, 1]
+
+        @define_workflow("remote", queue="rq2", max_attempts=2, registry=(moved := Registry()))
+        def remote_moved(ctx):
+            return None
+
+        client.sync_registry(moved)  # a deploy moves the workflow to another queue
+        assert elsewhere.get_run(elsewhere.run("remote", {}).id).queue == "rq"  # within the expiry: the cached queue
+        elsewhere.workflow_meta_ttl_s = 0.01
+        gevent.sleep(0.02)
+        assert round_trips(lambda: elsewhere.run("remote", {})) == 2  # expired: read again
+        run = elsewhere.get_run(elsewhere.run("remote", {}).id)
+        assert (run.queue, run.max_attempts) == ("rq2", 2)
+        with pytest.raises(UnknownWorkflowError):
+            elsewhere.run("not-synced", {})
+        counted.hset(elsewhere.keys.workflow("not-synced"), "queue", "late")
+        assert elsewhere.get_run(elsewhere.run("not-synced", {}).id).queue == "late"  # an unknown name is never cached
+    finally:
+        elsewhere.close()
+        counted.close()
 
 
 # -- bad input: each a clear error, nothing half-written -----------------------

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import sys
 from collections.abc import Iterator
 from typing import Any
 
 from redflow.bench import profile as bench_profile
 from redflow.bench import report as bench_report
-from redflow.bench.phases import Bench, drain, idle, open_bench, paced, preload
+from redflow.bench.phases import Bench, drain, idle, kept_bytes_per_run, open_bench, paced, preload
 from redflow.bench.probe import BenchError, process_sample
 from redflow.store.connection import redacted_url
 from redflow.testing import RedisServer, RedisServerError
@@ -72,7 +73,7 @@ def main(args: argparse.Namespace) -> int:
         bench_profile.py_spy_binary()  # missing: say so before measuring
     baseline = bench_report.load(args.compare) if args.compare else None  # a bad baseline fails before measuring
     try:
-        with _redis(args.redis_url) as url:
+        with _redis(args.redis_url) as url, _worker_logs_at_warning():
             result = measure(args, url)
     except (BenchError, RedisServerError) as exc:
         print(f"bench: {exc}", file=sys.stderr)
@@ -91,6 +92,20 @@ def main(args: argparse.Namespace) -> int:
 
 
 @contextlib.contextmanager
+def _worker_logs_at_warning() -> Iterator[None]:
+    """The in-process worker's INFO lines (started, stopped) would land in the
+    middle of the report: warnings and errors only, unless ``--log-level debug``."""
+    logger = logging.getLogger("redflow")
+    level = logger.level
+    if logger.getEffectiveLevel() > logging.DEBUG:
+        logger.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+@contextlib.contextmanager
 def _redis(url: str | None) -> Iterator[str]:
     if url:
         yield url
@@ -104,11 +119,13 @@ def measure(args: argparse.Namespace, url: str) -> dict[str, Any]:
     options = dict(steps=args.steps, replay=args.replay, subprocess=args.worker == "subprocess", timeout_s=args.timeout)
     with open_bench(url, args.concurrency, progress=sys.stderr, cleanup=bool(args.redis_url), **options) as bench:
         result: dict[str, Any] = {"version": 1, "meta": _meta(args, bench, url)}
+        kept_before = bench.probe.kept_bytes()
         batches = [preload(bench, args.runs) for _ in range(args.repeat)]
         bench.worker.start()
         drains = [drain(bench, staged, args.profile if index == 0 else None) for index, staged in enumerate(batches)]
         result["drain"] = dict(sorted(drains, key=lambda d: d["runs_per_s"])[len(drains) // 2])
         result["drain"]["repeats_runs_per_s"] = [d["runs_per_s"] for d in drains]
+        result["drain"]["redis_bytes_kept_per_run"] = kept_bytes_per_run(bench, kept_before, args.runs * args.repeat)
         if args.profile:
             result["profile"] = bench_profile.summarize(args.profile)
         if args.rate > 0:

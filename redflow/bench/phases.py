@@ -3,7 +3,8 @@
 - **drain**: N runs wait in a staging list while the worker warms up (every
   slot blocked in its claim); one RENAME hands them all over at once, and the
   worker drains them: throughput, dequeue-to-finalize under full load, Redis
-  commands and round trips per run, worker and Redis CPU per 1,000 runs.
+  commands and round trips per run, worker and Redis CPU per 1,000 runs,
+  and the bytes Redis keeps per finished run once the drains are over.
   Every drain is staged before the worker starts, so that none waits on the
   producer and the producer never competes with the worker.
 - **paced**: runs enqueued at a steady rate, each with a waiter blocked in
@@ -36,6 +37,9 @@ from redflow.store.connection import create_redis
 
 #: How long the worker gets to have every slot blocked in its claim before a drain.
 WARM_TIMEOUT_S = 60.0
+#: Before Redis's memory is read after a drain: its clients cron has then
+#: counted every client's buffers, which the figure leaves out.
+KEPT_SETTLE_S = 1.5
 
 
 @dataclass
@@ -189,9 +193,26 @@ def drain(bench: Bench, staged: Staged, profile_path: str | None = None) -> dict
         "dequeue_to_finalize_ms": percentiles([t.finished_at - t.claimed_at for t in timings]),
         **per_run_redis(delta, count),
         "worker_cpu_s_per_1000_runs": (proc_after.cpu_s - proc_before.cpu_s) * 1000.0 / count,
-        "redis_cpu_s_per_1000_runs": delta.cpu_s * 1000.0 / count,
+        **per_run_redis_cpu(delta, count),
         "bench_commands": dict(delta.own_commands),
     }
+
+
+def per_run_redis_cpu(delta: ServerDelta, count: int) -> dict[str, float]:
+    """Redis CPU per run, and the runs/s one Redis core could serve at that cost
+    (the ceiling however many workers there are)."""
+    us_per_run = delta.cpu_s * 1e6 / count
+    return {
+        "redis_cpu_s_per_1000_runs": delta.cpu_s * 1000.0 / count,
+        "redis_cpu_us_per_run": us_per_run,
+        "runs_per_s_per_redis_core": 1e6 / us_per_run if us_per_run > 0 else 0.0,
+    }
+
+
+def kept_bytes_per_run(bench: Bench, before: int, runs: int) -> float:
+    """What Redis still holds per finished run after the drains (run hashes,
+    indexes, wake-up lists): the growth of its data since ``before``."""
+    return (bench.probe.kept_bytes(settle_s=KEPT_SETTLE_S) - before) / runs
 
 
 def per_run_redis(delta: ServerDelta, count: int) -> dict[str, Any]:

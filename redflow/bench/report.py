@@ -36,6 +36,7 @@ COMPARED: dict[str, str] = {
     "drain.commands_per_run": LOWER,
     "drain.worker_cpu_s_per_1000_runs": LOWER,
     "drain.redis_cpu_s_per_1000_runs": LOWER,
+    "drain.redis_bytes_kept_per_run": LOWER,
     **_latency("paced.enqueue_to_start_ms"),
     **_latency("paced.dequeue_to_finalize_ms"),
     **_latency("paced.enqueue_to_result_ms"),
@@ -60,10 +61,17 @@ def machine() -> dict[str, Any]:
         "platform": platform.platform(),
         "cpu": model,
         "cpus": os.cpu_count(),
-        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        "load_average": [round(load, 2) for load in os.getloadavg()] if hasattr(os, "getloadavg") else None,
         "python": sys.version.split()[0],
         "redflow": __version__,
     }
+
+
+def load_text(load_average: list[float] | None) -> str:
+    """``[0.4580078125, 0.55, 0.46]`` -> ``"0.46 0.55 0.46 (1, 5, 15 min)"``."""
+    if not load_average:
+        return "unknown"
+    return " ".join(f"{load:.2f}" for load in load_average) + " (1, 5, 15 min)"
 
 
 def figure(result: dict[str, Any], path: str) -> float | None:
@@ -158,6 +166,13 @@ def _drain_lines(drain: dict[str, Any]) -> Iterator[str]:
     yield (
         f"        CPU / 1,000 runs: worker {drain['worker_cpu_s_per_1000_runs']:.3f} s, Redis {drain['redis_cpu_s_per_1000_runs']:.3f} s"
     )
+    if "redis_cpu_us_per_run" in drain:
+        yield (
+            f"        Redis CPU / run {drain['redis_cpu_us_per_run']:.0f} µs: one Redis core serves at most "
+            f"{drain['runs_per_s_per_redis_core']:,.0f} runs/s"
+        )
+    if "redis_bytes_kept_per_run" in drain:
+        yield f"        Redis memory kept / finished run  {drain['redis_bytes_kept_per_run']:,.0f} bytes (after the drains)"
 
 
 def _paced_lines(paced: dict[str, Any]) -> Iterator[str]:
@@ -178,7 +193,7 @@ def render(result: dict[str, Any]) -> str:
     lines = [
         f"redflow-gevent bench: {meta['workflow']} ({meta['steps']} step(s){', replayed' if meta['replay'] else ''}), "
         f"-c {meta['concurrency']}, {meta['worker']} worker, Redis {meta['redis_version']} ({meta['redis']}), {timing}",
-        f"        {meta['date']} on {meta['host']}: {meta['cpus']} CPU(s) {meta['cpu']}, load {meta['load_average']}",
+        f"        {meta['date']} on {meta['host']}: {meta['cpus']} CPU(s) {meta['cpu']}, load average {load_text(meta['load_average'])}",
     ]
     if "drain" in result:
         lines += _drain_lines(result["drain"])

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable
@@ -28,6 +27,7 @@ from redflow.bench import app as bench_app
 from redflow.bench.probe import AttemptRecorder, BenchError, Probe, Timing
 from redflow.core.keys import Keys
 from redflow.core.models import RunField
+from redflow.ops.supervisor import cli_command
 
 #: How often a subprocess worker's progress is polled (ZCARD of the terminal status indexes).
 POLL_S = 0.02
@@ -105,10 +105,8 @@ class SubprocessWorker:
         self._log = tempfile.NamedTemporaryFile(prefix="redflow-bench-worker-", suffix=".log", delete=False)
 
     def command(self) -> list[str]:
-        script = Path(sys.executable).with_name("redflow-gevent")
-        base = [str(script)] if script.exists() else [sys.executable, "-m", "redflow.ops.cli"]
         return [
-            *base, "--log-level", "warning", "worker", "-A", "redflow.bench.app:registry",
+            *cli_command(), "--log-level", "warning", "worker", "-A", "redflow.bench.app:registry",
             "-c", str(self.concurrency), "--prefix", self.prefix,
         ]  # fmt: skip
 

@@ -114,6 +114,10 @@ def _start(args: argparse.Namespace, registry: "Registry", observers: Sequence[o
 
 
 def _worker(args: argparse.Namespace) -> int:
+    if args.processes != 1:
+        from redflow.ops.supervisor import supervise
+
+        return supervise(args)
     metrics = None
     if args.metrics_port is not None:  # a bad option first, as argparse would
         try:
@@ -219,6 +223,7 @@ def _worker_parser(sub: Any) -> None:
     worker.add_argument("--cluster", action="store_true", help="the URL names a Redis Cluster node (as redis+cluster:// URLs do)")
     worker.add_argument("--prefix", default=None, help="key prefix (default: $REDFLOW_PREFIX or redflow:v1)")
     worker.add_argument("--lease-ms", type=int, default=5000, help="run lease; renewed every half of it (default 5000)")
+    worker.add_argument("--processes", type=int, default=1, help="worker processes under one supervisor (default 1: no supervisor)")
     worker.add_argument("--grace", type=float, default=30.0, help="seconds a graceful stop waits for runs in flight (default 30)")
     worker.add_argument(
         "--start-timeout",
@@ -275,6 +280,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from redflow.ops.logs import setup_logging
 
     args = parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # what `worker --processes N` runs again
     setup_logging(args.log_level, args.log_format)
     return int(args.func(args) or 0)
 
