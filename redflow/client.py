@@ -224,8 +224,7 @@ class RedflowClient:
             self._record_queue(run_id, queue, pipe=batch)
             if children_key is not None:
                 batch.zadd(children_key, {run_id: now})
-            # Alone, the script is one EVALSHA; a redis-py pipeline holding a
-            # script asks SCRIPT EXISTS first, a second round trip.
+            # With nothing to send beside it, the script goes out alone (no pipeline).
             conn = batch if len(batch) else None
             reply = self.scripts.enqueue_run(
                 run_id=run_id,

@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from redis.exceptions import AskError, ClusterDownError, ConnectionError, MovedError, TryAgainError
+from redis.exceptions import AskError, ClusterDownError, ConnectionError, MovedError, NoScriptError, TryAgainError
 
 from redflow.store.connection import is_cluster
 
 _REDIRECTS = (MovedError, AskError, TryAgainError, ClusterDownError, ConnectionError)
+#: Replies after which an item is sent again on its own: a moved slot, or a script not loaded.
+_SEND_AGAIN = (*_REDIRECTS, NoScriptError)
 
 
 def _same(reply: Any) -> Any:
@@ -31,21 +33,34 @@ class Batch:
     def __init__(self, redis: Any) -> None:
         self._redis = redis
         self._cluster = is_cluster(redis)
-        # (routing key, apply(client), parse(reply))
-        self._items: list[tuple[Any, Callable[[Any], Any], Callable[[Any], Any]]] = []
+        # (routing key, apply(client), send again(client), parse(reply))
+        self._items: list[tuple[Any, Callable[[Any], Any], Callable[[Any], Any], Callable[[Any], Any]]] = []
 
     def __len__(self) -> int:
         return len(self._items)
 
     def __getattr__(self, name: str) -> Callable[..., Batch]:
         def record(*args: Any, **kwargs: Any) -> Batch:
-            self._items.append((args[0], lambda client: getattr(client, name)(*args, **kwargs), _same))
+            def apply(client: Any) -> Any:
+                return getattr(client, name)(*args, **kwargs)
+
+            self._items.append((args[0], apply, apply, _same))
             return self
 
         return record
 
     def run_script(self, script: Any, keys: Sequence[Any], args: Sequence[Any], parse: Callable[[Any], Any] = _same) -> Batch:
-        self._items.append((keys[0], lambda client: script(keys=keys, args=args, client=client), parse))
+        """A script by its SHA alone: a redis-py pipeline given the Script asks
+        SCRIPT EXISTS first (a round trip more); a NOSCRIPT reply is sent again
+        through the Script, which loads it."""
+        self._items.append(
+            (
+                keys[0],
+                lambda client: client.evalsha(script.sha, len(keys), *keys, *args),
+                lambda client: script(keys=keys, args=args, client=client),
+                parse,
+            )
+        )
         return self
 
     def execute(self, raise_on_error: bool = True) -> list[Any]:
@@ -54,28 +69,29 @@ class Batch:
             return []
         if not self._cluster:
             pipe = self._redis.pipeline(transaction=False)
-            for _, apply, _ in items:
+            for _, apply, _, _ in items:
                 apply(pipe)
-            replies = pipe.execute(raise_on_error=raise_on_error)
+            replies = pipe.execute(raise_on_error=False)
         else:
             replies = self._execute_per_master(items)
-            for index, reply in enumerate(replies):
+        for index, reply in enumerate(replies):
+            if isinstance(reply, _SEND_AGAIN):
                 if isinstance(reply, _REDIRECTS):
                     self._redis.nodes_manager.initialize()
-                    try:
-                        replies[index] = items[index][1](self._redis)
-                    except Exception as exc:  # kept as a reply, like a pipeline's error
-                        replies[index] = exc
-            if raise_on_error:
-                for reply in replies:
-                    if isinstance(reply, Exception):
-                        raise reply
-        return [reply if isinstance(reply, Exception) else parse(reply) for (_, _, parse), reply in zip(items, replies)]
+                try:
+                    replies[index] = items[index][2](self._redis)
+                except Exception as exc:  # kept as a reply, like a pipeline's error
+                    replies[index] = exc
+        if raise_on_error:
+            for reply in replies:
+                if isinstance(reply, Exception):
+                    raise reply
+        return [reply if isinstance(reply, Exception) else parse(reply) for (_, _, _, parse), reply in zip(items, replies)]
 
-    def _execute_per_master(self, items: list[tuple[Any, Callable[[Any], Any], Callable[[Any], Any]]]) -> list[Any]:
+    def _execute_per_master(self, items: list[Any]) -> list[Any]:
         cluster = self._redis
         groups: dict[str, tuple[Any, list[int]]] = {}
-        for index, (key, _, _) in enumerate(items):
+        for index, (key, _, _, _) in enumerate(items):
             node = cluster.nodes_manager.get_node_from_slot(cluster.keyslot(key))
             groups.setdefault(node.name, (node, []))[1].append(index)
         replies: list[Any] = [None] * len(items)
