@@ -186,6 +186,16 @@ class Keys:
         """set: event-def ids subscribed to ``event``."""
         return f"{self._p}event:index:{enc(event)}"
 
+    # -- retention (redflow-gevent extension) ------------------------------
+    def lock_retention(self) -> str:
+        """string: token of the worker whose retention cleaner runs now, with PX."""
+        return self._p + "lock:retention"
+
+    def retention_cursors(self) -> str:
+        """hash: the retention cleaner's place in each terminal status index,
+        per (queue, status, retention ms): JSON ``{score, member, kept, workflows}``."""
+        return self._p + "retention:cursors"
+
 
 def new_id(kind: str) -> str:
     """``<kind>_<canonical uuid4>``, the form of run ids and lease tokens.

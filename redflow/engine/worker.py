@@ -22,6 +22,7 @@ from redis.exceptions import RedisError
 from redflow.client import RedflowClient, create_client, set_default_client
 from redflow.core.errors import RedflowError
 from redflow.core.keys import new_id
+from redflow.core.retention import Retention
 from redflow.engine.attempt import (
     WORKER_STOPPED,
     Abandoned,
@@ -37,9 +38,11 @@ from redflow.engine.attempt import (
 from redflow.engine.lease import LeaseKeeper
 from redflow.engine.loops import BACKOFF_MAX_S, CronScheduler, Loop, Promoter, Reaper
 from redflow.engine.observers import Observers
+from redflow.engine.retention import RetentionCleaner
 from redflow.engine.sweeper import OrphanSweeper
 from redflow.registry import Registry, get_default_registry
-from redflow.store.connection import create_redis, resolve_prefix
+from redflow.store.connection import create_redis, resolve_default_retention, resolve_prefix, resolve_refuse_evicting
+from redflow.store.memory import check_eviction_policy
 from redflow.store.slot_connection import ClusterSlotConnection, SlotConnection, slot_connection
 
 log = logging.getLogger("redflow.worker")
@@ -66,6 +69,12 @@ class WorkerOptions:
     cancel_poll_ms: int = 100
     sweep_interval_s: float = 5.0
     cron: bool = True
+    #: Retention of runs of workflows that stored none; None: $REDFLOW_RUN_RETENTION_DAYS or the default.
+    default_retention: Retention | None = None
+    clean_retention: bool = True  # run the retention cleaner (one worker at a time cleans)
+    retention_interval_s: float = 1.0
+    #: Refuse to start on a Redis that may evict; None: $REDFLOW_REFUSE_EVICTING_REDIS.
+    refuse_evicting_redis: bool | None = None
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -113,6 +122,9 @@ class Worker:
         self.reaper = Reaper(client, self.queues, options.reaper_interval_ms, observers=self.observers)
         self.sweeper = OrphanSweeper(client, self.queues, interval_s=options.sweep_interval_s, observers=self.observers)
         self.cron = CronScheduler(client)
+        self.retention = RetentionCleaner(
+            client, default=resolve_default_retention(options.default_retention), interval_s=options.retention_interval_s
+        )
         self.runtime = Runtime(
             client=client,
             scripts=client.scripts,
@@ -149,6 +161,7 @@ class Worker:
     def start(self) -> Worker:
         if self._started:
             return self
+        check_eviction_policy(self.client.redis, refuse=resolve_refuse_evicting(self.options.refuse_evicting_redis))
         self.client.sync_registry(self.registry)
         self.client.scripts.load_all()  # once, instead of a NOSCRIPT per slot on a fresh Redis
         if not self.queues:
@@ -168,6 +181,8 @@ class Worker:
         ]
         if self.options.cron:
             self._loops.append(Loop("cron", self.cron.step, self._loops_stop, on_noscript=reload).start())
+        if self.options.clean_retention:
+            self._loops.append(Loop("retention", self.retention.step, self._loops_stop, on_noscript=reload).start())
         for index in range(self.options.concurrency):
             self._cursors.append(index % max(1, len(self.queues)))
             conn = slot_connection(self.client.redis)  # opened by its first command
@@ -202,6 +217,7 @@ class Worker:
             loop.wake()
         gevent.joinall([loop.greenlet for loop in self._loops if loop.greenlet is not None], timeout=2)
         self.cron.resign()
+        self.retention.stop()
         self.keeper.stop()
         for conn in self._slot_conns:
             conn.close()
@@ -365,6 +381,10 @@ def start_worker(
     cron: bool = True,
     observers: Iterable[Any] = (),
     cluster: bool = False,
+    default_retention: Retention | None = None,
+    clean_retention: bool = True,
+    retention_interval_s: float = 1.0,
+    refuse_evicting_redis: bool | None = None,
 ) -> Worker:
     """Start a worker for ``registry`` (default: the default registry) and return it."""
     _require_gevent_patching()
@@ -378,6 +398,10 @@ def start_worker(
         cancel_poll_ms=cancel_poll_ms,
         sweep_interval_s=sweep_interval_s,
         cron=cron,
+        default_retention=default_retention,
+        clean_retention=clean_retention,
+        retention_interval_s=retention_interval_s,
+        refuse_evicting_redis=refuse_evicting_redis,
     )
     if redis is not None:
         client, owned = create_client(redis=redis, prefix=prefix, registry=registry), False

@@ -22,6 +22,7 @@ from redflow.core import codec
 from redflow.core.errors import RedflowError
 from redflow.core.keys import RUN_STATUSES
 from redflow.core.models import CronDef, Run, Step
+from redflow.core.retention import FINISHED_STATUSES
 from redflow.ops.shown import shown_json
 from redflow.registry import Registry
 from redflow.store.connection import redacted_url, resolve_prefix, resolve_url
@@ -260,6 +261,31 @@ def _runs_retry(client: RedflowClient, args: argparse.Namespace) -> int:
     return _report(args, retry_run(client, args.run_id))
 
 
+_DURATION_UNITS_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
+
+
+def _duration(text: str) -> float:
+    """``90``, ``90s``, ``15m``, ``1.5h``, ``7d`` or ``2w`` as seconds."""
+    value = text.strip().lower()
+    unit = _DURATION_UNITS_S.get(value[-1:], 0.0) if value else 0.0
+    try:
+        seconds = float(value[:-1] if unit else value) * (unit or 1.0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (say 90s, 15m, 1h, 7d)") from None
+    if not seconds >= 0 or seconds == float("inf"):
+        raise argparse.ArgumentTypeError(f"a duration is >= 0 and finite, not {text!r}")
+    return seconds
+
+
+def _runs_purge(client: RedflowClient, args: argparse.Namespace) -> int:
+    count = client.purge(older_than=args.older_than, status=args.status, workflow=args.workflow, dry_run=args.dry_run)
+    what = " ".join(part for part in (args.status, f"{args.workflow!r}" if args.workflow else None) if part)
+    verb = "would delete" if args.dry_run else "deleted"
+    text = f"{verb} {count} {what + ' ' if what else ''}finished run(s) that ended over {fmt_seconds(args.older_than)} ago"
+    _emit(args, {"purged": count, "dry_run": args.dry_run}, text)
+    return 0
+
+
 def _queues(client: RedflowClient, args: argparse.Namespace) -> int:
     counts = queue_counts(client)
     rows = [(c.queue, c.ready, c.processing, c.scheduled) for c in counts]
@@ -310,12 +336,12 @@ def connection_options(parser: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers: Any) -> None:
-    """Add ``runs list|show|cancel|retry``, ``queues`` and ``cron list``."""
+    """Add ``runs list|show|cancel|retry|purge``, ``queues`` and ``cron list``."""
     common = argparse.ArgumentParser(add_help=False)
     connection_options(common)
     common.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
-    runs = subparsers.add_parser("runs", help="list, show, cancel or retry runs")
+    runs = subparsers.add_parser("runs", help="list, show, cancel, retry or purge runs")
     runs_sub = runs.add_subparsers(dest="runs_command", required=True)
     listing = runs_sub.add_parser("list", parents=[common], help="recent runs, newest first")
     listing.add_argument("--workflow", help="only runs of this workflow")
@@ -332,6 +358,13 @@ def register(subparsers: Any) -> None:
     retry = runs_sub.add_parser("retry", parents=[common], help="run a failed or canceled run again (exit 1 otherwise)")
     retry.add_argument("run_id")
     retry.set_defaults(func=_command(_runs_retry))
+
+    purge = runs_sub.add_parser("purge", parents=[common], help="delete finished runs that ended long enough ago (never a live run)")
+    purge.add_argument("--older-than", type=_duration, required=True, metavar="DURATION", help="e.g. 90s, 15m, 1h, 7d")
+    purge.add_argument("--status", choices=FINISHED_STATUSES, help="only runs that ended in this status")
+    purge.add_argument("--workflow", help="only runs of this workflow")
+    purge.add_argument("--dry-run", action="store_true", help="count them, delete nothing")
+    purge.set_defaults(func=_command(_runs_purge))
 
     queues = subparsers.add_parser("queues", parents=[common], help="ready / processing / scheduled counts per queue")
     queues.set_defaults(func=_command(_queues))

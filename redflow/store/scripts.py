@@ -22,6 +22,7 @@ from importlib import resources
 from typing import Any, TypeVar, cast
 
 from redflow.core.keys import Keys
+from redflow.core.retention import FINISHED_STATUSES
 from redflow.store.batch import Batch
 
 #: How long the wake-up token of a finished run lives: it only matters to
@@ -45,6 +46,7 @@ SCRIPTS: Mapping[str, tuple[str, ...]] = {
     "reap_run": (),
     "repair_orphan": (),
     "watch_run": (),
+    "purge_run": ("status",),
 }
 
 
@@ -320,12 +322,20 @@ class Scripts:
         """Delete the run's lease if it is ours."""
         return self._call("unlock", [self.keys.run_lease(run_id, queue)], [token], conn, _flag)
 
+    def renew_lock(self, *, key: str, token: str, lock_ms: int, conn: Any = None) -> bool:
+        """Whether the leader lock ``key`` was ours and is renewed."""
+        return self._call("renew_lease", [key], [token, lock_ms], conn, _truthy)
+
+    def release_lock(self, *, key: str, token: str, conn: Any = None) -> bool:
+        """Delete the leader lock ``key`` if it is ours."""
+        return self._call("unlock", [key], [token], conn, _flag)
+
     def renew_cron_lock(self, *, token: str, lock_ms: int, conn: Any = None) -> bool:
         """Whether the cron leader lock was ours and is renewed."""
-        return self._call("renew_lease", [self.keys.lock_cron()], [token, lock_ms], conn, _truthy)
+        return self.renew_lock(key=self.keys.lock_cron(), token=token, lock_ms=lock_ms, conn=conn)
 
     def release_cron_lock(self, *, token: str, conn: Any = None) -> bool:
-        return self._call("unlock", [self.keys.lock_cron()], [token], conn, _flag)
+        return self.release_lock(key=self.keys.lock_cron(), token=token, conn=conn)
 
     def claim_queued_run_for_inline(self, *, run_id: str, queue: str, conn: Any = None) -> bool:
         k = self.keys
@@ -368,3 +378,32 @@ class Scripts:
         """``[status, outputJson, errorJson, cancelReason, queue]`` of the run, flagging
         an unfinished one as waited for (its finisher then pushes the wake-up token)."""
         return self._call("watch_run", [self.keys.run(run_id, queue)], [], conn, list)
+
+    # -- purging finished runs (retention, client.purge) ----------------------
+    def purge_run(self, *, run_id: str, queue: str | None, workflow: str, finished_at: str = "", conn: Any = None) -> str:
+        """Delete a finished run and every index entry naming it, if it is still
+        the run the caller saw: ``purged`` | ``missing`` | ``live`` | ``changed``
+        (``queue``: the run's queue; only cluster mode needs it)."""
+        own = run_own_keys(self.keys, run_id, queue)
+        keys = [*own, *run_index_keys(self.keys, queue, workflow)]
+        return self._call("purge_run", keys, [run_id, len(own), finished_at, workflow], conn, _text)
+
+
+def run_own_keys(keys: Keys, run_id: str, queue: str | None) -> list[str]:
+    """Every key that belongs to one run alone, the run hash first: deleted with the run."""
+    return [
+        keys.run(run_id, queue),
+        keys.run_steps(run_id, queue),
+        keys.run_lease(run_id, queue),
+        keys.run_done(run_id, queue),
+        keys.run_children(run_id, queue),
+    ]
+
+
+def run_index_keys(keys: Keys, queue: str | None, workflow: str) -> list[str]:
+    """Every index (zset) that may name a finished run: its entry goes with the
+    run. A new index of runs is one more line here."""
+    indexes = [keys.runs_created(queue), *(keys.runs_status(status, queue) for status in FINISHED_STATUSES)]
+    if workflow:
+        indexes.append(keys.workflow_runs(workflow, queue))
+    return indexes
