@@ -461,9 +461,9 @@ class RedflowClient:
         ``older_than`` seconds ago, only of ``status`` / ``workflow`` when given,
         in bounded batches. Live runs are never touched. Returns how many runs
         were deleted (with ``dry_run``, how many would be)."""
-        seconds = 0.0 if older_than == 0 else duration_s(older_than, "older_than")
+        seconds = duration_s(older_than, "older_than", zero_ok=True)
         if seconds is None:
-            raise RedflowError("older_than must be a number of seconds >= 0 or a timedelta")
+            raise RedflowError("older_than is required: purge deletes runs that ended at least that many seconds ago")
         if status is not None and status not in FINISHED_STATUSES:
             raise RedflowError(f"purge deletes finished runs: status must be one of {', '.join(FINISHED_STATUSES)}, not {status!r}")
         if workflow is not None and (not isinstance(workflow, str) or not workflow):

@@ -46,7 +46,7 @@ def test_retention_takes_seconds_timedeltas_or_none_and_refuses_anything_else_cl
     assert retention_of(None) == KEEP_FOREVER and KEEP_FOREVER.keeps_forever
     assert Retention(succeeded=timedelta(seconds=1.5)).keep_ms("succeeded") == 1500
     assert DEFAULT_RETENTION.keep_ms("succeeded") == 86_400_000 and DEFAULT_RETENTION.keep_ms("failed") == 7 * 86_400_000
-    for bad, words in [(0, "positive"), (-1, "positive"), (float("nan"), "positive"), (float("inf"), "finite"), ("1d", "str")]:
+    for bad, words in [(0, "> 0"), (-1, "> 0"), (float("nan"), "finite"), (float("inf"), "finite"), ("1d", "not str")]:
         with pytest.raises(RedflowError, match=words):
             retention_of(bad)
     for cap in (0, -3, 2.5, True, "10"):

@@ -25,16 +25,18 @@ FINISHED_STATUSES = tuple(status for status in RUN_STATUSES if status in TERMINA
 Duration = float | int | timedelta | None
 
 
-def duration_s(value: Duration, what: str) -> float | None:
-    """``value`` as positive finite seconds (None stays None); a clear error otherwise."""
+def duration_s(value: Duration, what: str, *, zero_ok: bool = False) -> float | None:
+    """``value`` as finite seconds, > 0 (>= 0 with ``zero_ok``); None stays None;
+    a clear error naming ``what`` otherwise."""
     if value is None:
         return None
     if isinstance(value, timedelta):
         value = value.total_seconds()
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise RedflowError(f"{what} must be a number of seconds, a timedelta or None, not {type(value).__name__}")
-    if not (value > 0 and math.isfinite(value)):
-        raise RedflowError(f"{what} must be a positive, finite number of seconds (got {value!r}); None keeps forever")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise RedflowError(f"{what} must be a number of seconds or a timedelta, not {type(value).__name__}")
+    if not (math.isfinite(value) and (value >= 0 if zero_ok else value > 0)):
+        bound = ">= 0" if zero_ok else "> 0 (None keeps forever)"
+        raise RedflowError(f"{what} must be a finite number of seconds {bound}, not {value!r}")
     return float(value)
 
 
