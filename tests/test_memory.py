@@ -14,7 +14,7 @@ from gevent.event import Event
 from helpers import CLI, ROOT, wait_until
 from redis.exceptions import OutOfMemoryError
 
-from redflow import EvictingRedisError, RedisFullError, Registry, create_client, define_workflow
+from redflow import EvictingRedisError, RedisFullError, Registry, create_client, define_workflow, start_worker
 from redflow.store import memory
 from redflow.testing import RedisServer
 
@@ -54,7 +54,7 @@ def memory_log(caplog) -> list[logging.LogRecord]:
     return [rec for rec in caplog.records if rec.name == "redflow.memory"]
 
 
-def test_a_full_redis_refuses_a_new_run_with_a_redflow_error_and_loses_nothing(redis_servers, prefix, redflow_worker):
+def test_a_full_redis_refuses_a_new_run_with_a_redflow_error_and_loses_nothing(redis_servers, prefix):
     full = server(redis_servers, "--maxmemory", "20mb", "--maxmemory-policy", "noeviction")
     r = redis.Redis.from_url(full.url, decode_responses=True)
     registry, release, executions = Registry(), Event(), []
@@ -66,8 +66,6 @@ def test_a_full_redis_refuses_a_new_run_with_a_redflow_error_and_loses_nothing(r
         return ctx.input
 
     client = create_client(full.url, prefix=prefix, registry=registry)
-    from redflow.engine.worker import start_worker
-
     worker = start_worker(registry, url=full.url, prefix=prefix, concurrency=4, lease_ms=1000, blmove_timeout=0.2, clean_retention=False)
     try:
         before = [held.run(i, client=client) for i in range(12)]  # 4 running, 8 queued
@@ -119,8 +117,6 @@ def test_an_evicting_redis_is_an_error_in_the_log_and_a_refusal_with_the_flag(re
     lru = server(redis_servers, "--maxmemory", "100mb", "--maxmemory-policy", "allkeys-lru")
     registry = Registry()
     define_workflow("w", registry=registry)(lambda ctx: ctx.input)
-    from redflow.engine.worker import start_worker
-
     with pytest.raises(EvictingRedisError, match="allkeys-lru.*noeviction.*refusing to start"):
         start_worker(registry, url=lru.url, prefix=prefix, refuse_evicting_redis=True)
     monkeypatch.setenv("REDFLOW_REFUSE_EVICTING_REDIS", "1")
@@ -150,7 +146,7 @@ def test_create_client_checks_the_policy_once_per_redis(redis_servers, prefix, c
     assert "volatile-lru" in memory_log(caplog)[0].getMessage()
 
 
-def test_a_redis_that_does_not_allow_config_is_said_once_and_the_worker_goes_on(redis_servers, prefix, caplog, redflow_worker):
+def test_a_redis_that_does_not_allow_config_is_said_once_and_the_worker_goes_on(redis_servers, prefix, caplog):
     guarded = server(redis_servers)
     admin = redis.Redis.from_url(guarded.url, decode_responses=True)
     admin.execute_command("ACL", "SETUSER", "app", "on", ">app-secret-pw", "~*", "&*", "+@all", "-config")
@@ -159,8 +155,6 @@ def test_a_redis_that_does_not_allow_config_is_said_once_and_the_worker_goes_on(
     registry = Registry()
     define_workflow("w", registry=registry)(lambda ctx: ctx.input)
     client = create_client(url, prefix=prefix, registry=registry)
-    from redflow.engine.worker import start_worker
-
     worker = start_worker(registry, url=url, prefix=prefix, blmove_timeout=0.2, refuse_evicting_redis=True)
     try:
         assert client.run("w", 7).result(10) == 7

@@ -8,6 +8,7 @@ from datetime import timedelta
 import gevent
 import pytest
 from helpers import wait_until
+from test_readme import python_blocks, run_python
 
 from redflow import Registry, Retention, define_workflow
 from redflow.core.errors import RedflowError, RunNotFoundError
@@ -309,3 +310,10 @@ def test_a_stopped_worker_gives_the_lock_back(start, client, registry, r):
     wait_until(lambda: worker.retention.lock.held)
     worker.stop()
     assert r.get(client.keys.lock_retention()) is None
+
+
+def test_the_readme_retention_example_runs(redis_url, prefix):
+    (block,) = [b for b in python_blocks() if "retention=Retention(succeeded=3600" in b]
+    result = run_python(block, redis_url, prefix)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["0", "0"]

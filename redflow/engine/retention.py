@@ -107,6 +107,7 @@ class RetentionCleaner:
         self._table: dict[str, Retention] = {}
         self._queues: list[str | None] = [None]
         self._table_read_at = float("-inf")
+        self._full: set[str] = set()  # lanes whose last page came back full
         self.purged = 0
 
     def step(self) -> float:
@@ -153,11 +154,11 @@ class RetentionCleaner:
             return False
         redis, keys = self.client.redis, self.client.keys
         loaded = [Cursor.load(raw, lane) for lane, raw in zip(lanes, redis.hmget(keys.retention_cursors(), [ln.field for ln in lanes]))]
-        per_lane = max(MIN_LANE_PAGE, self.page // len(lanes))
+        sizes = self._page_sizes(lanes)
         pipe = redis.pipeline(transaction=False)
-        for lane, (cursor, _) in zip(lanes, loaded):
+        for lane, (cursor, _), size in zip(lanes, loaded, sizes):
             low = "-inf" if cursor.score is None else cursor.score
-            pipe.zrangebyscore(keys.runs_status(lane.status, lane.queue), low, now - lane.keep_ms, 0, cursor.kept + per_lane, True)
+            pipe.zrangebyscore(keys.runs_status(lane.status, lane.queue), low, now - lane.keep_ms, 0, cursor.kept + size, True)
         pages: list[Page] = pipe.execute()
         fresh = [[(m, s) for m, s in page if not cursor.is_behind(m, s)] for page, (cursor, _) in zip(pages, loaded)]
         runs = read_runs(redis, keys, [(lane.queue, member) for lane, entries in zip(lanes, fresh) for member, _ in entries])
@@ -166,7 +167,15 @@ class RetentionCleaner:
         purged, removed = purge_runs(self.client.scripts, redis, due)
         self._count(purged, "ended longer ago than their retention")
         self._save_cursors(lanes, loaded, pages, removed)
-        return any(len(page) >= cursor.kept + per_lane for page, (cursor, _) in zip(pages, loaded))
+        self._full = {lane.field for lane, page, (cursor, _), size in zip(lanes, pages, loaded, sizes) if len(page) >= cursor.kept + size}
+        return bool(self._full)
+
+    def _page_sizes(self, lanes: list[Lane]) -> list[int]:
+        """Lanes whose last page came back full share the page; the others get a
+        small one (most lanes have nothing due most of the time)."""
+        busy = sum(1 for lane in lanes if lane.field in self._full)
+        shared = max(MIN_LANE_PAGE, self.page // max(1, busy))
+        return [shared if lane.field in self._full else MIN_LANE_PAGE for lane in lanes]
 
     def _is_due(self, run: Seen, lane: Lane) -> bool:
         """Due under ``lane``: still in its status (or its hash is gone: a

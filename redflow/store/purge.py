@@ -69,7 +69,9 @@ def purge_runs(scripts: Scripts, redis: Any, runs: Iterable[Seen]) -> tuple[int,
         return 0, set()
     batch = scripts.batch()
     for run in runs:
-        scripts.purge_run(run_id=run.run_id, queue=run.queue, workflow=run.workflow, finished_at=run.finished_at, conn=batch)
+        scripts.purge_run(
+            run_id=run.run_id, queue=run.queue, workflow=run.workflow, status=run.status or "", finished_at=run.finished_at, conn=batch
+        )
     outcomes = batch.execute()
     gone = {run.run_id for run, outcome in zip(runs, outcomes) if outcome in ("purged", "missing")}
     keys = scripts.keys

@@ -26,8 +26,9 @@ from redflow.core.retention import FINISHED_STATUSES
 from redflow.store.batch import Batch
 
 #: How long the wake-up token of a finished run lives: it only matters to
-#: waiters already blocked (they re-read the run at least once a second).
-WAKE_TTL_MS = 60 * 1000
+#: waiters already blocked (they re-read the run at least once a second), so
+#: 10 s is plenty; each waited run's list (about 1.2 kB) lives that long.
+WAKE_TTL_MS = 10 * 1000
 
 #: Script name -> the helper files it needs, in order. The one list of scripts.
 SCRIPTS: Mapping[str, tuple[str, ...]] = {
@@ -380,13 +381,14 @@ class Scripts:
         return self._call("watch_run", [self.keys.run(run_id, queue)], [], conn, list)
 
     # -- purging finished runs (retention, client.purge) ----------------------
-    def purge_run(self, *, run_id: str, queue: str | None, workflow: str, finished_at: str = "", conn: Any = None) -> str:
+    def purge_run(self, *, run_id: str, queue: str | None, workflow: str, status: str = "", finished_at: str = "", conn: Any = None) -> str:
         """Delete a finished run and every index entry naming it, if it is still
-        the run the caller saw: ``purged`` | ``missing`` | ``live`` | ``changed``
+        the run the caller saw (``status``, ``finished_at``: as read; "" for
+        unknown): ``purged`` | ``missing`` | ``live`` | ``changed``
         (``queue``: the run's queue; only cluster mode needs it)."""
         own = run_own_keys(self.keys, run_id, queue)
-        keys = [*own, *run_index_keys(self.keys, queue, workflow)]
-        return self._call("purge_run", keys, [run_id, len(own), finished_at, workflow], conn, _text)
+        keys = [*own, *run_index_keys(self.keys, queue, workflow, status)]
+        return self._call("purge_run", keys, [run_id, len(own), finished_at, workflow, status], conn, _text)
 
 
 def run_own_keys(keys: Keys, run_id: str, queue: str | None) -> list[str]:
@@ -400,10 +402,12 @@ def run_own_keys(keys: Keys, run_id: str, queue: str | None) -> list[str]:
     ]
 
 
-def run_index_keys(keys: Keys, queue: str | None, workflow: str) -> list[str]:
+def run_index_keys(keys: Keys, queue: str | None, workflow: str, status: str = "") -> list[str]:
     """Every index (zset) that may name a finished run: its entry goes with the
-    run. A new index of runs is one more line here."""
-    indexes = [keys.runs_created(queue), *(keys.runs_status(status, queue) for status in FINISHED_STATUSES)]
+    run (the index of its ``status`` only, when that is known: a run that
+    changed status since is not deleted). A new index of runs is one more line here."""
+    statuses = (status,) if status in FINISHED_STATUSES else FINISHED_STATUSES
+    indexes = [keys.runs_created(queue), *(keys.runs_status(each, queue) for each in statuses)]
     if workflow:
         indexes.append(keys.workflow_runs(workflow, queue))
     return indexes

@@ -10,7 +10,7 @@ from redis.crc import key_slot
 
 from redflow import create_client, define_workflow
 from redflow.core.keys import Keys
-from redflow.store.scripts import Scripts
+from redflow.store.scripts import SCRIPTS, Scripts
 
 #: A reply of each script's shape, for the recorder.
 _REPLIES = {
@@ -29,8 +29,7 @@ class _Recorder:
 
     def register_script(self, source):
         recorder = self
-        name = next(n for n in _REPLIES.keys() | {"cancel_run", "promote_run", "unlock", "renew_lease", "claim_inline",
-                                                 "reap_run", "repair_orphan"} if f"-- {n} " in source or f"-- {n}:" in source)  # fmt: skip
+        name = next(n for n in SCRIPTS if f"-- {n} " in source or f"-- {n}:" in source)
 
         class _Script:
             script = source
