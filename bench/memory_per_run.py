@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         "two steps": lambda: case(n, steps=2),
         "failed (error with its stack)": lambda: case(n, fail=True),
         "failed, hash-max-listpack-value 8192": lambda: case(n, fail=True, redis_args=("--hash-max-listpack-value", "8192")),
-        "waited for (result()), wake-up list not expired yet": lambda: case(min(n, 2000), waited=True),
+        "waited for (result()), wake-up list not expired yet": lambda: case(n, waited=True),
         "no-op, retention 1 s": lambda: case(n, retention=Retention(succeeded=1, failed=1, canceled=1)),
         "cleaner deleting a backlog of two-step runs": lambda: cleanup_rate(max(n, 20_000)),
     }

@@ -146,17 +146,6 @@ def test_the_purge_script_refuses_a_live_run_and_one_retried_since_it_was_read(s
 # -- the command line -------------------------------------------------------------
 
 
-@pytest.fixture
-def cli(redis_url, prefix, capsys):
-    def run(*argv):
-        args = build_parser().parse_args([*argv, "--redis-url", redis_url, "--prefix", prefix])
-        code = args.func(args)
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
-
-
 def test_runs_purge_from_the_command_line_with_dry_run_filters_and_json(cli, client, history):
     done, live = history
     code, out, _ = cli("runs", "purge", "--older-than", "1h")

@@ -26,9 +26,8 @@ from redflow.core.retention import FINISHED_STATUSES
 from redflow.store.batch import Batch
 
 #: How long the wake-up token of a finished run lives: it only matters to
-#: waiters already blocked (they re-read the run at least once a second), so
-#: 10 s is plenty; each waited run's list (about 1.2 kB) lives that long.
-WAKE_TTL_MS = 10 * 1000
+#: waiters already blocked (they re-read the run at least once a second).
+WAKE_TTL_MS = 60 * 1000
 
 #: Script name -> the helper files it needs, in order. The one list of scripts.
 SCRIPTS: Mapping[str, tuple[str, ...]] = {
