@@ -36,6 +36,7 @@ setup(
             "ruff>=0.6",
             "mypy>=1.10",
             "types-croniter",
+            "tox>=4",
         ],
         "metrics": ["prometheus_client>=0.17"],
     },

@@ -1,8 +1,8 @@
 """Example workflows: what `scripts/demo` runs (`redflow-gevent worker -A examples.workflows`).
 
-They show the pieces of API.md: durable steps with timeouts, a child
-workflow, events, retries with backoff, `on_failure`, input validation,
-a cron trigger and cancellation.
+They show the pieces of the README's "Workflows" section: durable steps
+with timeouts, a child workflow, events, retries with backoff,
+`on_failure`, input validation, a cron trigger and cancellation.
 """
 
 import random

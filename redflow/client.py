@@ -57,7 +57,7 @@ class _Target:
 
 
 class RedflowClient:
-    """Talks to one Redis under one prefix; see API.md for the contract."""
+    """Talks to one Redis under one prefix; see the README's "Client" section for what it promises."""
 
     def __init__(self, redis: Any, *, prefix: str | None = None, registry: Registry | None = None, owns_redis: bool = False) -> None:
         self.redis = create_redis(redis_client=redis)
@@ -111,7 +111,7 @@ class RedflowClient:
         if target.workflow is not None:
             input = target.workflow.validate(input)
         try:
-            return codec.dumps(input)
+            return codec.dumps(input, what="input")
         except SerializationError as exc:
             raise InputValidationError(f"input of workflow {target.name!r} is not JSON-serializable: {exc}") from exc
 

@@ -103,6 +103,8 @@ class Workflow:
     def run(self, input: Any = None, *, client: RedflowClient | None = None, **run_options: Any) -> RunHandle:
         """Start a run of this workflow (``client``: the default client if omitted)."""
         if client is None:
+            # The one upward import the API needs: the client builds on the registry
+            # (it resolves workflows by name), so the registry reaches it only here, late.
             from redflow.client import get_default_client
 
             client = get_default_client()

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import http.client
 import os
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import gevent
 import pytest
@@ -45,6 +48,21 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 5.0, interval: flo
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {message or predicate}")
         gevent.sleep(interval)
+
+
+def request(port: int, method: str, path: str, form: dict[str, str] | None = None, headers: dict[str, str] | None = None) -> Any:
+    """An HTTP request to 127.0.0.1:``port``: (status, headers, body text); redirects are returned, not followed."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    body = urlencode(form).encode() if form is not None else None
+    sent = dict(headers or {})
+    if body is not None:
+        sent["Content-Type"] = "application/x-www-form-urlencoded"
+    try:
+        conn.request(method, path, body=body, headers=sent)
+        resp = conn.getresponse()
+        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read().decode()
+    finally:
+        conn.close()
 
 
 def write_run(r: Any, client: Any, run_id: str, fields: dict[str, str]) -> None:
@@ -100,3 +118,29 @@ class WorkerProcess:
         self.stop()
         self.log.close()
         os.unlink(self.log.name)
+
+
+def write_finished_runs(r: Any, client: Any, runs: Sequence[dict[str, Any]], batch: int = 5000) -> list[str]:
+    """Write finished runs by hand, pipelined, with every index a worker keeps
+    (created, status, per-workflow), as another client's worker would leave
+    them. Each item gives ``workflow``, ``status``, ``created``, ``started``
+    (or None) and ``finished`` (ms), optionally ``error`` (JSON text)."""
+    ids = []
+    pipe = r.pipeline(transaction=False)
+    for index, run in enumerate(runs):
+        run_id = f"run_{uuid.uuid4()}"
+        ids.append(run_id)
+        fields = {"workflow": run["workflow"], "queue": "default", "status": run["status"], "inputJson": "null", "attempt": "1",
+                  "maxAttempts": "1", "createdAt": str(run["created"]), "finishedAt": str(run["finished"])}  # fmt: skip
+        if run.get("started") is not None:
+            fields["startedAt"] = str(run["started"])
+        if run.get("error"):
+            fields["errorJson"] = run["error"]
+        pipe.hset(client.keys.run(run_id), mapping=fields)
+        pipe.zadd(client.keys.runs_created(), {run_id: run["created"]})
+        pipe.zadd(client.keys.workflow_runs(run["workflow"]), {run_id: run["created"]})
+        pipe.zadd(client.keys.runs_status(run["status"]), {run_id: run["finished"]})
+        if index % batch == batch - 1:
+            pipe.execute()
+    pipe.execute()
+    return ids

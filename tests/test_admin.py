@@ -82,6 +82,25 @@ def test_runs_cancel_and_retry_act_and_refuse_with_exit_1(cli, runs, client):
     assert cli("runs", "cancel", "run_missing")[:2] == (1, "run_missing: no run run_missing\n")
 
 
+def test_runs_retry_goes_on_counting_attempts_with_max_attempts_more(cli, start, registry, client):
+    """What the README says `runs retry` does (3/3 runs again as 4/6), with 2 attempts to keep the backoffs short."""
+    seen = []
+
+    @define_workflow("twice", registry=registry, max_attempts=2)
+    def twice(ctx):
+        seen.append((ctx.run.attempt, ctx.run.max_attempts))
+        raise RuntimeError("down")
+
+    start()
+    handle = client.run("twice")
+    with pytest.raises(Exception, match="down"):
+        handle.result(20)
+    assert seen == [(1, 2), (2, 2)]
+    assert cli("runs", "retry", handle.id)[0] == 0
+    wait_until(lambda: (run := client.get_run(handle.id)).status == "failed" and run.attempt == 4, timeout=30)
+    assert seen[2:] == [(3, 4), (4, 4)]
+
+
 def test_queues_counts_ready_processing_and_scheduled(cli, registry, client, r):
     @define_workflow("q1", registry=registry, queue="alpha")
     def q1(ctx):

@@ -45,7 +45,8 @@ def test_a_small_bench_saves_every_compared_figure_with_its_machine(small_run):
     drain = result["drain"]
     assert drain["runs"] == 200 and drain["runs_per_s"] > 0
     assert 1 <= drain["commands_per_run_by_command"]["evalsha"] <= 2  # a settle (that starts the next run), a start after a BLMOVE
-    assert 1 <= drain["round_trips_per_run"] < drain["commands_per_run"]  # scripts' own calls are not round trips
+    # scripts' own calls are not round trips, and slots sharing a connection send many calls per read
+    assert 0 < drain["round_trips_per_run"] < drain["commands_per_run"]
     assert "info" not in drain["commands_per_run_by_command"] and drain["bench_commands"]["rename"] == 1
     for phase, name in (("drain", "dequeue_to_finalize_ms"), ("paced", "enqueue_to_result_ms"), ("paced", "enqueue_to_start_ms")):
         stats = result[phase][name]
@@ -90,18 +91,18 @@ def test_a_bench_of_a_worker_subprocess_reads_its_cpu_and_memory(tmp_path):
     assert result["meta"]["worker"] == "subprocess" and result["meta"]["precise_timestamps"] is False
     assert "run-hash timestamps" in done.stdout
     assert result["drain"]["worker_cpu_s_per_1000_runs"] > 0 and result["peak_rss_mb"] > 1  # a whole Python process
-    assert result["drain"]["round_trips_per_run"] >= 1
+    assert result["drain"]["round_trips_per_run"] > 0
 
 
 def test_a_bench_with_steps_counts_their_writes_and_a_replayed_one_does_not(tmp_path):
-    trips = {}
+    calls = {}
     for name, extra in (("first", []), ("replayed", ["--replay"])):
         path = tmp_path / f"{name}.json"
         done = bench("--steps", "3", *extra, *TINY, "--json", str(path))
         assert done.returncode == 0, done.stdout + done.stderr
-        trips[name] = codec.loads(path.read_text())["drain"]["round_trips_per_run"]
+        calls[name] = codec.loads(path.read_text())["drain"]["commands_per_run_by_command"]["evalsha"]
         assert f"bench-steps (3 step(s){', replayed' if extra else ''})" in done.stdout
-    assert trips["replayed"] + 2 < trips["first"]  # three step writes fewer
+    assert calls["replayed"] + 2.5 < calls["first"]  # three step writes (script calls) fewer
 
 
 def test_a_bench_on_a_given_redis_leaves_none_of_its_keys_there(redis_url, r):

@@ -8,29 +8,15 @@ from urllib.parse import urlencode, urlsplit
 
 import gevent
 import pytest
-from helpers import CLI, ROOT, wait_until
+from helpers import CLI, ROOT, request, wait_until
 
 from redflow import RedflowError, create_client, define_workflow
+from redflow.core.models import WorkerRecord
 from redflow.ops.dashboard import Dashboard, serve
 from redflow.testing import free_port
 
 TOKEN = "correct-horse-battery-staple"
 HOSTILE = "<script>alert(1)</script>"
-
-
-def request(port, method, path, form=None, headers=None):
-    """(status, headers, body text); redirects are returned, not followed."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    body = urlencode(form).encode() if form is not None else None
-    sent = dict(headers or {})
-    if body is not None:
-        sent["Content-Type"] = "application/x-www-form-urlencoded"
-    try:
-        conn.request(method, path, body=body, headers=sent)
-        resp = conn.getresponse()
-        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read().decode()
-    finally:
-        conn.close()
 
 
 @pytest.fixture
@@ -241,3 +227,26 @@ def test_one_run_with_a_payload_nested_too_deep_fails_no_page(dashboard, runs, c
     assert status == 200 and "(nested too deep to indent, shown compact)" in page and nested(300) in page
     status, _, page = request(port, "GET", f"/runs/{huge}")
     assert status == 200 and "... (cut)" in page and 20_000 < len(page) < 40_000
+
+
+def test_the_workers_section_and_the_workflows_page_show_escaped_figures(dashboard, runs, client, r):
+    port = dashboard()
+    now = client.now_ms()
+    for worker_id, seen in (("worker_live", now), ("worker_gone", now - 60_000)):
+        record = WorkerRecord(
+            id=worker_id, host=HOSTILE, pid=4242, version="0.1.0", queues=(HOSTILE,), slots=8, busy=1, done=17, failed=2,
+            started_at=(now - 600_000) / 1000, seen_at=seen / 1000, beat_s=2.0, stopping=False, running=((runs["queued"], "held"),),
+        )  # fmt: skip
+        r.set(client.keys.worker(worker_id), record.to_json())
+        r.zadd(client.keys.workers(), {worker_id: seen})
+    status, _, page = request(port, "GET", "/")
+    assert status == 200 and "<script" not in page and page.count("&lt;script&gt;alert(1)&lt;/script&gt;") >= 4
+    assert 'worker-alive">alive' in page and 'worker-lost">lost' in page and "1 / 8" in page
+    assert f'href="/runs/{runs["queued"]}"' in page  # what it runs, linked
+
+    status, _, page = request(port, "GET", "/workflows?window=1h")
+    assert status == 200 and '<a href="/?workflow=crash">crash</a>' in page
+    row = page[page.index(">crash</a>") :].split("</tr>")[0]
+    assert "0.0%" in row and "ValueError: &lt;script&gt;" in row and f'href="/runs/{runs["failed"]}"' in row
+    render = page[page.index(">render</a>") :].split("</tr>")[0]
+    assert "100.0%" in render and "<script" not in page

@@ -1,6 +1,6 @@
 """Observers see attempts, steps, claims, lost leases and recoveries."""
 
-import gevent
+from gevent.event import Event
 from helpers import wait_until
 
 from redflow import define_workflow
@@ -38,9 +38,11 @@ def test_observers_see_the_hot_path_and_a_broken_one_changes_nothing(start, regi
         ctx.step.run("one", lambda: 1)
         return "ok"
 
+    released = Event()
+
     @define_workflow("lose", registry=registry)
     def lose(ctx):
-        gevent.sleep(5)
+        released.wait(5)  # long enough to lose its lease; released at the end, so teardown need not wait it out
 
     rec = Recorder()
     start(observers=[Broken(), rec], lease_ms=300)
@@ -56,3 +58,4 @@ def test_observers_see_the_hot_path_and_a_broken_one_changes_nothing(start, regi
     r.delete(client.keys.run_lease(stolen.id, "default"))
     wait_until(lambda: rec.lost == [stolen.id], timeout=3)
     wait_until(lambda: rec.recovered == [("default", 1)], timeout=3)  # the reaper hands it back
+    released.set()

@@ -12,6 +12,8 @@ tests see the warning).
 
 import logging
 
+from gevent.event import Event
+from helpers import wait_until
 from prometheus_client.parser import text_string_to_metric_families
 
 from redflow import define_workflow
@@ -47,3 +49,28 @@ def test_a_drain_of_2000_parent_and_child_runs_at_c50_reports_no_lost_lease(star
     assert [r.getMessage() for r in caplog.records if "lease lost" in r.getMessage()] == []
     assert worker.keeper.renewals_lost == 0
     assert _lost_leases_metric(observer) == 0
+
+
+def test_a_real_lease_loss_under_the_same_worker_reports_one_warning_and_counts_one(start, registry, client, r, caplog):
+    """The counterpart of the drain above: the same observer, log capture and
+    keeper, and a lease that is really lost (deleted under a running step, as
+    if another worker had taken the run over)."""
+    released = Event()
+
+    @define_workflow("held", registry=registry)
+    def held(ctx):
+        return ctx.step.run("wait", lambda: released.wait(10))
+
+    observer = MetricsObserver()
+    caplog.set_level(logging.WARNING, logger="redflow")
+    worker = start(observers=[observer], concurrency=50, lease_ms=400, cancel_poll_ms=20)
+    handle = client.run("held")
+    wait_until(lambda: r.get(client.keys.run_lease(handle.id)), timeout=10)
+    r.delete(client.keys.run_lease(handle.id))
+    wait_until(lambda: worker.keeper.renewals_lost == 1, timeout=10)
+    released.set()
+
+    lost = [rec.getMessage() for rec in caplog.records if "lease lost" in rec.getMessage()]
+    assert lost == [lost[0]] and lost[0].startswith(f"lease lost for run {handle.id}")
+    assert _lost_leases_metric(observer) == 1
+    assert handle.result(timeout=20) is True  # the reaper hands the run on, and it still ends once

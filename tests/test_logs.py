@@ -2,6 +2,7 @@
 
 import logging
 import os
+import re
 import subprocess
 import tempfile
 from pathlib import Path
@@ -44,6 +45,8 @@ def test_records_about_run_outcomes_carry_run_id_workflow_and_attempt(start, reg
     retried, failed = wait_until(lambda: len(recs := json_records(caplog, failing.id)) >= 2 and recs, timeout=10)[:2]
     assert (retried["level"], retried["logger"], retried["workflow"], retried["attempt"]) == ("info", "redflow.worker", "wobbly", 1)
     assert "attempt 1 failed" in retried["message"]
+    in_s = re.search(r"; retry in (\d+\.\d\d)s$", retried["message"])
+    assert in_s and 0 <= float(in_s.group(1)) <= 0.35, retried["message"]  # the 250-349 ms backoff, not an epoch-ms time
     assert (failed["level"], failed["workflow"], failed["attempt"]) == ("warning", "wobbly", 2) and "failed" in failed["message"]
     (canceled,) = json_records(caplog, napper.id)
     assert {k: canceled[k] for k in RUN_FIELDS} == {"run_id": napper.id, "workflow": "napping", "attempt": 1}

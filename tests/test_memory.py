@@ -11,7 +11,7 @@ import subprocess
 import pytest
 import redis
 from gevent.event import Event
-from helpers import CLI, ROOT, wait_until
+from helpers import CLI, ROOT, WorkerProcess, wait_until
 from redis.exceptions import OutOfMemoryError
 
 from redflow import EvictingRedisError, RedisFullError, Registry, create_client, define_workflow, start_worker
@@ -89,6 +89,25 @@ def test_a_full_redis_refuses_a_new_run_with_a_redflow_error_and_loses_nothing(r
         worker.stop(timeout=5)
         client.close()
         r.close()
+
+
+def test_a_worker_command_started_on_a_full_redis_waits_and_runs_everything_once_memory_is_freed(redis_servers, prefix):
+    from tests.apps.cli_app import registry as app_registry
+
+    full = server(redis_servers, "--maxmemory", "20mb", "--maxmemory-policy", "noeviction")
+    r = redis.Redis.from_url(full.url, decode_responses=True)
+    client = create_client(full.url, prefix=prefix, registry=app_registry)
+    handles = client.run_many("count", [{"key": f"{prefix}:execs", "n": i} for i in range(20)])
+    fillers = fill(r)
+    with WorkerProcess(full.url, prefix) as worker:
+        wait_until(lambda: "OutOfMemoryError" in worker.output() and "not ready" in worker.output(), timeout=30)
+        assert worker.proc.poll() is None and client.count_runs("queued") == 20
+        free(r, fillers)
+        wait_until(lambda: client.count_runs("succeeded") == 20, timeout=60)
+    assert [h.result(1) for h in handles] == [i + 1 for i in range(20)]
+    assert sorted(r.hgetall(f"{prefix}:execs").values()) == ["1"] * 20  # each handler ran once
+    client.close()
+    r.close()
 
 
 def test_purge_frees_a_full_redis_because_it_only_deletes(redis_servers, prefix):
@@ -173,7 +192,8 @@ def test_the_worker_command_refuses_an_evicting_redis_when_the_environment_says_
     cmd = [CLI, "worker", "-A", "tests.apps.cli_app:registry", "--prefix", prefix]
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode != 0
-    assert "EvictingRedisError" in done.stderr and "maxmemory-policy noeviction" in done.stderr
+    assert "cannot start the worker" in done.stderr and "maxmemory-policy noeviction" in done.stderr
+    assert "refusing to start" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_the_policy_check_names_the_redis_without_its_password():

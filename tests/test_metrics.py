@@ -84,6 +84,26 @@ def test_the_worker_metrics_count_outcomes_durations_claims_in_flight_and_lost_l
         metrics.stop()
 
 
+def test_the_metrics_count_the_live_workers_of_the_prefix_and_their_busy_slots(start, registry, client):
+    @define_workflow("nap", registry=registry)
+    def nap(ctx):
+        gevent.sleep(30)
+
+    observer = MetricsObserver()
+    metrics = MetricsServer(observer, port=0).start()
+    try:
+        observer.attach(start(observers=[observer], concurrency=3, heartbeat_s=0.1))
+        start(concurrency=5, heartbeat_s=0.1)  # another worker of the prefix: counted too
+        handle = client.run("nap")
+        wait_until(lambda: value(scrape(metrics.url), "redflow_workers_slots_busy") == 1, timeout=10)
+        samples = scrape(metrics.url)
+        assert value(samples, "redflow_workers", state="alive") == 2 and value(samples, "redflow_workers", state="lost") == 0
+        assert value(samples, "redflow_workers_slots") == 8
+        client.cancel(handle.id)
+    finally:
+        metrics.stop()
+
+
 def test_listen_addresses_are_parsed_and_bad_ones_refused():
     assert parse_listen("9100") == ("127.0.0.1", 9100)
     assert parse_listen(9100) == ("127.0.0.1", 9100)

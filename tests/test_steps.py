@@ -33,8 +33,9 @@ def test_steps_are_recorded_in_the_data_model_format(start, registry, client, r)
     assert handle.result(5) == "hi 7"
     raw = r.hgetall(client.keys.run_steps(handle.id, "default"))
     load, greet = codec.loads(raw["load"]), codec.loads(raw["greet"])
-    assert list(load) == ["status", "seq", "startedAt", "finishedAt", "outputJson"]
-    assert load["status"] == "succeeded" and load["seq"] == 1 and load["outputJson"] == '{"user":7}'
+    # The data model's fields in its order, then "attempt": an extension other clients ignore (the run page marks replays by it).
+    assert list(load) == ["status", "seq", "startedAt", "finishedAt", "outputJson", "attempt"]
+    assert load["status"] == "succeeded" and load["seq"] == 1 and load["outputJson"] == '{"user":7}' and load["attempt"] == 1
     assert greet["seq"] == 2 and greet["startedAt"] >= load["finishedAt"]
     steps = client.get_steps(handle.id)
     assert [(s.name, s.output) for s in steps] == [("load", {"user": 7}), ("greet", "hi 7")]

@@ -159,6 +159,24 @@ class Keys:
         """zset: run id -> availableAt ms (delayed runs and retries)."""
         return f"{self._p}q:{queue}:scheduled" if not self.cluster else self._scoped(queue) + "scheduled"
 
+    # -- workers and charts (redflow-gevent extensions) ----------------------
+    def workers(self) -> str:
+        """zset: worker id -> ms of its last heartbeat; members older than a
+        record's lifetime are pruned by every heartbeat (so it stays bounded)."""
+        return self._p + "workers"
+
+    def worker(self, worker_id: str) -> str:
+        """string: one worker's heartbeat record (JSON, see ``WorkerRecord``),
+        rewritten every beat with PX; deleted by a graceful stop."""
+        return f"{self._p}worker:{worker_id}"
+
+    def stats_bucket(self, span_s: int, start_ms: int) -> str:
+        """hash: what workers tallied in one time bucket of ``span_s`` seconds
+        starting at ``start_ms`` (queue depth samples, enqueue-to-start and
+        attempt-duration histograms per workflow; fields spelled in
+        ``core/tally.py``); expires a while after the bucket ends."""
+        return f"{self._p}stats:{span_s}:{start_ms}"
+
     # -- idempotency -------------------------------------------------------
     def idempotency(self, workflow: str, key: str, queue: str | None = None) -> str:
         """string: run id for (workflow, idempotency key), with EX ttl (cluster: per queue)."""

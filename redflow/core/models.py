@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from redflow.core import codec
-from redflow.core.clock import ms_to_s
+from redflow.core.clock import ms_to_s, s_to_ms
 from redflow.core.errors import CorruptDataError, RedflowError
 from redflow.core.keys import RUN_STATUSES, TERMINAL_STATUSES
 from redflow.core.retention import FINISHED_STATUSES, Retention
@@ -217,6 +217,10 @@ class Step:
     error: dict[str, Any] | None
     started_at: float | None
     finished_at: float | None
+    #: The attempt that wrote the record (a redflow-gevent extension; ``None``
+    #: from other clients). Below the run's attempt on a succeeded step: later
+    #: attempts replayed it.
+    attempt: int | None = None
 
     @classmethod
     def from_json(cls, name: str, raw: str) -> Step:
@@ -243,6 +247,7 @@ class Step:
             else {"message": str(error)},
             started_at=ms_to_s(record.get("startedAt")),
             finished_at=ms_to_s(record.get("finishedAt")),
+            attempt=_positive_int(record.get("attempt")),
         )
 
 
@@ -253,22 +258,31 @@ def unreadable_error(value: Unreadable) -> dict[str, Any]:
 
 def step_seq(record: Any) -> int | None:
     """The ``seq`` of a decoded step record, if it has a sane one."""
-    seq = record.get("seq") if isinstance(record, dict) else None
-    return seq if isinstance(seq, int) and not isinstance(seq, bool) and seq > 0 else None
+    return _positive_int(record.get("seq") if isinstance(record, dict) else None)
+
+
+def _positive_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def step_running_json(seq: int, started_at: int) -> str:
     return codec.dumps({"status": STEP_RUNNING, "seq": seq, "startedAt": started_at})
 
 
-def step_succeeded_json(seq: int, started_at: int, finished_at: int, output_json: str) -> str:
-    return codec.dumps(
-        {"status": STEP_SUCCEEDED, "seq": seq, "startedAt": started_at, "finishedAt": finished_at, "outputJson": output_json}
-    )
+def step_succeeded_json(seq: int, started_at: int, finished_at: int, output_json: str, attempt: int | None = None) -> str:
+    """A succeeded step; ``attempt`` (an extension other clients ignore) marks which attempt ran it."""
+    return _step_ended_json(STEP_SUCCEEDED, seq, started_at, finished_at, ("outputJson", output_json), attempt)
 
 
-def step_failed_json(seq: int, started_at: int, finished_at: int, error_json: str) -> str:
-    return codec.dumps({"status": STEP_FAILED, "seq": seq, "startedAt": started_at, "finishedAt": finished_at, "errorJson": error_json})
+def step_failed_json(seq: int, started_at: int, finished_at: int, error_json: str, attempt: int | None = None) -> str:
+    return _step_ended_json(STEP_FAILED, seq, started_at, finished_at, ("errorJson", error_json), attempt)
+
+
+def _step_ended_json(status: str, seq: int, started_at: int, finished_at: int, result: tuple[str, str], attempt: int | None) -> str:
+    record: dict[str, Any] = {"status": status, "seq": seq, "startedAt": started_at, "finishedAt": finished_at, result[0]: result[1]}
+    if attempt is not None:
+        record["attempt"] = attempt
+    return codec.dumps(record)
 
 
 # -- trigger definitions ---------------------------------------------------
@@ -332,3 +346,69 @@ class EventDef:
     def from_json(cls, raw: str) -> EventDef:
         record = _definition(raw, "event definition", ("id", "event", "workflow"))
         return cls(id=record["id"], event=record["event"], workflow=record["workflow"], queue=str(record.get("queue") or "default"))
+
+
+# -- worker heartbeats (a redflow-gevent extension) --------------------------
+
+#: At most this many runs in flight are named in a worker's record.
+RUNNING_NAMED = 20
+#: A worker whose last beat is older than this many beats (plus a second of
+#: slack) is shown as lost: it went without a goodbye, or it is stuck.
+LOST_AFTER_BEATS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerRecord:
+    """What a worker publishes about itself every beat (``P:worker:<id>``).
+
+    Times are unix seconds here, integer ms in the stored JSON (Redis's clock)."""
+
+    id: str
+    host: str
+    pid: int
+    version: str
+    queues: tuple[str, ...]
+    slots: int
+    busy: int
+    done: int  # runs this worker ended (succeeded, failed or canceled)
+    failed: int
+    started_at: float
+    seen_at: float  # its last beat
+    beat_s: float  # how often it beats
+    stopping: bool  # a graceful stop is under way
+    running: tuple[tuple[str, str], ...]  # (run id, workflow) of runs in flight, at most RUNNING_NAMED
+
+    def state(self, now_s: float) -> str:
+        """``alive``, ``stopping`` (a graceful stop is draining it) or ``lost``."""
+        if now_s - self.seen_at > LOST_AFTER_BEATS * self.beat_s + 1.0:
+            return "lost"
+        return "stopping" if self.stopping else "alive"
+
+    def to_json(self) -> str:
+        return codec.dumps(
+            {
+                "id": self.id, "host": self.host, "pid": self.pid, "version": self.version, "queues": list(self.queues),
+                "slots": self.slots, "busy": self.busy, "done": self.done, "failed": self.failed,
+                "startedAt": s_to_ms(self.started_at), "seenAt": s_to_ms(self.seen_at), "beatMs": s_to_ms(self.beat_s),
+                "stopping": self.stopping, "running": [{"runId": run_id, "workflow": wf} for run_id, wf in self.running],
+            }
+        )  # fmt: skip
+
+    @classmethod
+    def from_json(cls, raw: str) -> WorkerRecord:
+        """Parse a stored record; :class:`CorruptDataError` when it is not one."""
+        record = codec.loads(raw, what="worker record")
+        if not isinstance(record, dict) or not isinstance(record.get("id"), str):
+            raise CorruptDataError(f"worker record is not a JSON object with an id: {raw[:80]!r}")
+        try:
+            running = tuple((str(r["runId"]), str(r.get("workflow", ""))) for r in record.get("running") or ())
+            return cls(
+                id=record["id"], host=str(record.get("host", "")), pid=int(record.get("pid", 0)),
+                version=str(record.get("version", "")), queues=tuple(str(q) for q in record.get("queues") or ()),
+                slots=int(record.get("slots", 0)), busy=int(record.get("busy", 0)), done=int(record.get("done", 0)),
+                failed=int(record.get("failed", 0)), started_at=ms_to_s(int(record["startedAt"])) or 0.0,
+                seen_at=ms_to_s(int(record["seenAt"])) or 0.0, beat_s=int(record.get("beatMs", 0)) / 1000.0,
+                stopping=bool(record.get("stopping")), running=running,
+            )  # fmt: skip
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise CorruptDataError(f"worker record {record['id']!r} is not valid: {exc}") from None

@@ -38,8 +38,8 @@ if TYPE_CHECKING:
     from redflow.core.keys import Keys
     from redflow.engine.lease import LeaseKeeper
     from redflow.registry import Registry, Workflow
+    from redflow.store.mux_connection import Connection
     from redflow.store.scripts import Scripts, StartReply
-    from redflow.store.slot_connection import ClusterSlotConnection, SlotConnection
 
 log = logging.getLogger("redflow.attempt")
 
@@ -144,7 +144,7 @@ class Runtime:
 class Attempt:
     """One execution attempt of one run, on one slot's connection."""
 
-    def __init__(self, rt: Runtime, conn: SlotConnection | ClusterSlotConnection, claimed: Claimed, *, claim_next: bool = False) -> None:
+    def __init__(self, rt: Runtime, conn: Connection, claimed: Claimed, *, claim_next: bool = False) -> None:
         self.rt = rt
         self.claimed = claimed
         self.claimed_at = claimed.claimed_at or time.time()
@@ -181,6 +181,14 @@ class Attempt:
 
     # -- the flow -----------------------------------------------------------
     def execute(self) -> Outcome:
+        try:
+            return self._execute()
+        finally:
+            # The lease record calls back into this attempt: a reference cycle that only the
+            # cyclic GC would free (a third of a busy worker's CPU). Cut it; nothing calls back now.
+            self.lease.detach()
+
+    def _execute(self) -> Outcome:
         rt = self.rt
         reply = self.claimed.start
         if reply is None:
@@ -289,7 +297,7 @@ class Attempt:
             self._on_failure(workflow, value, input_value)
             return Failed(value)
         try:
-            return Succeeded(codec.dumps(value))
+            return Succeeded(codec.dumps(value, what="output"))
         except SerializationError as exc:
             error = OutputSerializationError(f"Workflow output is not JSON-serializable: {exc}")
             self._on_failure(workflow, error, input_value)

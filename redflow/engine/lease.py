@@ -38,6 +38,14 @@ def _mono_ms() -> float:
     return time.monotonic() * 1000.0
 
 
+def _ignore_stop(reason: str) -> None:
+    """A detached lease's attempt is over: there is nothing to stop."""
+
+
+def _no_extra() -> dict[str, Any]:
+    return {}
+
+
 @dataclass(eq=False)
 class Lease:
     """What the keeper knows of one attempt: the lease to renew, the steps
@@ -57,6 +65,11 @@ class Lease:
     tracked_at_ms: float = field(default=0.0, repr=False)
     renewed_at_ms: float = field(default=0.0, repr=False)
     renew_failures: int = field(default=0, repr=False)
+
+    def detach(self) -> None:
+        """The attempt is over: drop the callbacks into it (see ``Attempt.execute``)."""
+        self.on_stop = _ignore_stop
+        self.log_extra = _no_extra
 
     def stop(self, reason: str) -> None:
         """Stop the attempt (canceled, lease lost, worker stopping, Redis lost); the first reason sticks."""

@@ -169,25 +169,29 @@ class StepApi:
         try:
             value = self._call(fn, name, timeout)
             try:
-                output_json = codec.dumps(value)
+                output_json = codec.dumps(value, what="output")
             except SerializationError as exc:
                 raise OutputSerializationError(f"Step output is not JSON-serializable: {name}: {exc}") from exc
         except Exception as exc:
             attempt.running_steps.pop(name, None)
-            attempt.save_step(name, step_failed_json(seq, running.started_at, attempt.now_ms(), codec.dumps_error(exc)))
+            self._save_failed(name, seq, running, exc)
             attempt.step_observed(name, "failed", time.perf_counter() - began)
             raise
         except BaseException as exc:
             attempt.running_steps.pop(name, None)
             if not isinstance(exc, (RunInterrupt, GreenletExit)):  # e.g. KeyboardInterrupt, gevent.Timeout
-                attempt.save_step(name, step_failed_json(seq, running.started_at, attempt.now_ms(), codec.dumps_error(exc)))
+                self._save_failed(name, seq, running, exc)
             raise  # the engine's interrupt (the attempt is being stopped) is not a step failure
         attempt.running_steps.pop(name, None)
         finished = attempt.now_ms()
-        attempt.save_step(name, step_succeeded_json(seq, running.started_at, finished, output_json))
+        attempt.save_step(name, step_succeeded_json(seq, running.started_at, finished, output_json, attempt.info.attempt))
         self._cache[name] = {"status": STEP_SUCCEEDED, "seq": seq, "outputJson": output_json}
         attempt.step_observed(name, "succeeded", time.perf_counter() - began)
         return value
+
+    def _save_failed(self, name: str, seq: int, running: RunningStep, exc: BaseException) -> None:
+        attempt = self._attempt
+        attempt.save_step(name, step_failed_json(seq, running.started_at, attempt.now_ms(), codec.dumps_error(exc), attempt.info.attempt))
 
     def _call(self, fn: Callable[..., Any], name: str, timeout: float | None) -> Any:
         args = (self._attempt.signal,) if _wants_signal(fn) else ()

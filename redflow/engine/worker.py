@@ -19,6 +19,7 @@ from gevent import monkey
 from gevent.event import Event
 from redis.exceptions import RedisError
 
+from redflow import __version__
 from redflow.client import RedflowClient, create_client, set_default_client
 from redflow.core.errors import RedflowError
 from redflow.core.keys import new_id
@@ -35,6 +36,7 @@ from redflow.engine.attempt import (
     Runtime,
     Skipped,
 )
+from redflow.engine.heartbeat import DEFAULT_BEAT_S, Heartbeat, WorkerStatus
 from redflow.engine.lease import LeaseKeeper
 from redflow.engine.loops import BACKOFF_MAX_S, CronScheduler, Loop, Promoter, Reaper
 from redflow.engine.observers import Observers
@@ -43,6 +45,7 @@ from redflow.engine.sweeper import OrphanSweeper
 from redflow.registry import Registry, get_default_registry
 from redflow.store.connection import create_redis, resolve_default_retention, resolve_prefix, resolve_refuse_evicting
 from redflow.store.memory import check_eviction_policy
+from redflow.store.mux_connection import Connection, shared_connections
 from redflow.store.slot_connection import ClusterSlotConnection, SlotConnection, slot_connection
 
 log = logging.getLogger("redflow.worker")
@@ -75,10 +78,15 @@ class WorkerOptions:
     retention_interval_s: float = 1.0
     #: Refuse to start on a Redis that may evict; None: $REDFLOW_REFUSE_EVICTING_REDIS.
     refuse_evicting_redis: bool | None = None
+    #: Slots share a few pipelined connections (False: one connection per slot, as before 0.2).
+    share_connections: bool = True
+    heartbeat_s: float = DEFAULT_BEAT_S  # the worker record, queue depth samples and chart tallies
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
             raise RedflowError("concurrency must be >= 1")
+        if not self.heartbeat_s >= 0.05:
+            raise RedflowError("heartbeat_s must be >= 0.05")
         if self.lease_ms < 100:
             raise RedflowError("lease_ms must be >= 100")
         if self.blmove_timeout_s <= 0:
@@ -110,7 +118,7 @@ class Worker:
         self._started = False
         self._is_default_client = False
         self._slots: list[gevent.Greenlet] = []
-        self._slot_conns: list[SlotConnection | ClusterSlotConnection] = []
+        self._slot_conns: list[Connection] = []
         self._cursors: list[int] = []
         self._inflight: set[Attempt] = set()
         self._loops: list[Loop] = []
@@ -125,6 +133,11 @@ class Worker:
         self.retention = RetentionCleaner(
             client, default=resolve_default_retention(options.default_retention), interval_s=options.retention_interval_s
         )
+        self.id = new_id("worker")
+        self.heartbeat = Heartbeat(
+            client, self.id, self.queues, options.concurrency, self._status,
+            known=registry.__contains__, beat_s=options.heartbeat_s, version=__version__,
+        )  # fmt: skip
         self.runtime = Runtime(
             client=client,
             scripts=client.scripts,
@@ -179,15 +192,21 @@ class Worker:
             Loop("watchdog", self._watch_connections, self._loops_stop).start(),
             Loop("registry", self._resync_if_lost, self._loops_stop).start(),
         ]
+        self.heartbeat.loop = Loop("heartbeat", self.heartbeat.step, self._loops_stop).start()
+        self._loops.append(self.heartbeat.loop)
         if self.options.cron:
             self._loops.append(Loop("cron", self.cron.step, self._loops_stop, on_noscript=reload).start())
         if self.options.clean_retention:
             self._loops.append(Loop("retention", self.retention.step, self._loops_stop, on_noscript=reload).start())
+        # Slots share a few pipelined connections for their calls (store/mux_connection.py);
+        # each keeps one of its own for blocking claims. All are opened by their first command.
+        shared = shared_connections(self.client.redis, self.options.concurrency) if self.options.share_connections else []
+        self._slot_conns.extend(shared)
         for index in range(self.options.concurrency):
             self._cursors.append(index % max(1, len(self.queues)))
-            conn = slot_connection(self.client.redis)  # opened by its first command
-            self._slot_conns.append(conn)
-            slot = gevent.spawn(self._slot, index, conn)
+            blocking = slot_connection(self.client.redis)
+            self._slot_conns.append(blocking)
+            slot = gevent.spawn(self._slot, index, shared[index % len(shared)] if shared else blocking, blocking)
             slot.name = f"redflow-slot-{index}"
             self._slots.append(slot)
         log.info("worker started: queues=%s concurrency=%d prefix=%s", self.queues, self.options.concurrency, self.client.prefix)
@@ -200,6 +219,8 @@ class Worker:
         if not self._started or self._stopped.is_set():
             return
         self._stopping.set()
+        if self.heartbeat.loop is not None:
+            self.heartbeat.loop.wake()  # its record says "stopping" while runs drain
         for conn in self._slot_conns:
             conn.stop_blocking()  # a slot waiting in BLMOVE gets "nothing" at once and leaves
         if self._inflight:
@@ -218,6 +239,7 @@ class Worker:
         gevent.joinall([loop.greenlet for loop in self._loops if loop.greenlet is not None], timeout=2)
         self.cron.resign()
         self.retention.stop()
+        self.heartbeat.goodbye()
         self.keeper.stop()
         for conn in self._slot_conns:
             conn.close()
@@ -233,7 +255,7 @@ class Worker:
         return bool(self._stopped.wait(timeout))
 
     # -- slots ----------------------------------------------------------------
-    def _slot(self, index: int, conn: SlotConnection | ClusterSlotConnection) -> None:
+    def _slot(self, index: int, conn: Connection, blocking: SlotConnection | ClusterSlotConnection) -> None:
         """Claim, lease, run, settle. A settle also claims and starts the slot's
         next run of the same queue, so a busy slot costs one round trip per run;
         an empty queue is waited on with BLMOVE."""
@@ -245,7 +267,7 @@ class Worker:
                 if attempt is None:
                     if self._stopping.is_set():
                         return
-                    claimed = self._claim(conn, index)
+                    claimed = self._claim(conn, blocking, index)
                     if claimed is None:
                         continue
                     streak = 0
@@ -265,7 +287,7 @@ class Worker:
                 self._stopping.wait(backoff)
                 backoff = min(backoff * 2, BACKOFF_MAX_S)
 
-    def _claim(self, conn: SlotConnection | ClusterSlotConnection, index: int) -> Claimed | None:
+    def _claim(self, conn: Connection, blocking: SlotConnection | ClusterSlotConnection, index: int) -> Claimed | None:
         """A run of one of the worker's queues, or ``None`` after the blocking timeout.
 
         A worker of several queues first tries each (claiming and starting in one
@@ -294,7 +316,7 @@ class Worker:
         keys = self.client.keys
         began = time.monotonic()
         timeout_s = self.options.blmove_timeout_s
-        run_id = conn.execute(
+        run_id = blocking.execute(
             "BLMOVE", keys.queue_ready(queue), keys.queue_processing(queue), "RIGHT", "LEFT", timeout_s, block_s=timeout_s
         )
         if not run_id:
@@ -339,14 +361,25 @@ class Worker:
             if not self._inflight and attempt.next_claim is None:
                 self._drained.set()
 
+    def _status(self) -> WorkerStatus:
+        """What the heartbeat record says about this worker now."""
+        stats = self.stats
+        running = tuple((a.run_id, a.info.workflow) for a in self._inflight)
+        return WorkerStatus(
+            busy=len(running), done=stats["succeeded"] + stats["failed"] + stats["canceled"], failed=stats["failed"],
+            stopping=self._stopping.is_set(), running=running,
+        )  # fmt: skip
+
     def _observe(self, attempt: Attempt, outcome: Outcome) -> None:
         self.stats[outcome.kind] += 1
+        self.heartbeat.count(attempt, outcome)
         extra = attempt.log_extra()
         match outcome:
             case Failed(error):
                 log.warning("run %s failed: %s: %s", attempt.run_id, type(error).__name__, error, extra=extra)
             case Retrying(error, retry_at):
-                log.info("run %s attempt %d failed (%s); retry at %d", attempt.run_id, attempt.info.attempt, error, retry_at, extra=extra)
+                in_s = max(0, retry_at - attempt.now_ms()) / 1000
+                log.info("run %s attempt %d failed (%s); retry in %.2fs", attempt.run_id, attempt.info.attempt, error, in_s, extra=extra)
             case Canceled():
                 log.info("run %s canceled", attempt.run_id, extra=extra)
             case Abandoned(reason):
@@ -385,6 +418,8 @@ def start_worker(
     clean_retention: bool = True,
     retention_interval_s: float = 1.0,
     refuse_evicting_redis: bool | None = None,
+    share_connections: bool = True,
+    heartbeat_s: float = DEFAULT_BEAT_S,
 ) -> Worker:
     """Start a worker for ``registry`` (default: the default registry) and return it."""
     _require_gevent_patching()
@@ -402,6 +437,8 @@ def start_worker(
         clean_retention=clean_retention,
         retention_interval_s=retention_interval_s,
         refuse_evicting_redis=refuse_evicting_redis,
+        share_connections=share_connections,
+        heartbeat_s=heartbeat_s,
     )
     if redis is not None:
         client, owned = create_client(redis=redis, prefix=prefix, registry=registry), False

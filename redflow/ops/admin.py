@@ -77,6 +77,12 @@ def known_queues(client: RedflowClient) -> list[str]:
     return client.known_queues()
 
 
+def index_queues(client: RedflowClient) -> list[str | None]:
+    """The queues whose run indexes to read: every known one on a cluster (indexes are per queue
+    there); ``[None]`` otherwise, the one global index."""
+    return list(known_queues(client)) if client.keys.cluster else [None]
+
+
 def queue_counts(client: RedflowClient, queues: Iterable[str] | None = None) -> list[QueueCounts]:
     """Ready / processing / scheduled counts of ``queues`` (default: :func:`known_queues`), one round trip."""
     keys = client.keys
@@ -218,7 +224,7 @@ def run_details(run: Run, steps: Sequence[Step]) -> str:
 # -- the sub-commands -----------------------------------------------------------
 
 
-def _positive_int(text: str) -> int:
+def positive_int(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
@@ -228,13 +234,13 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
+def emit(args: argparse.Namespace, data: Any, text: str) -> None:
     print(codec.dumps(jsonable(data)) if args.json else text)
 
 
 def _runs_list(client: RedflowClient, args: argparse.Namespace) -> int:
     runs = client.list_runs(workflow=args.workflow, status=args.status, limit=args.limit)
-    _emit(args, runs, runs_table(runs) if runs else "(no runs)")
+    emit(args, runs, runs_table(runs) if runs else "(no runs)")
     return 0
 
 
@@ -244,12 +250,12 @@ def _runs_show(client: RedflowClient, args: argparse.Namespace) -> int:
         print(f"no run {args.run_id}", file=sys.stderr)
         return 1
     steps = client.get_steps(args.run_id)
-    _emit(args, {"run": jsonable(run), "steps": jsonable(steps)}, run_details(run, steps))
+    emit(args, {"run": jsonable(run), "steps": jsonable(steps)}, run_details(run, steps))
     return 0
 
 
 def _report(args: argparse.Namespace, result: ActionResult) -> int:
-    _emit(args, result, f"{result.run_id}: {result.message}")
+    emit(args, result, f"{result.run_id}: {result.message}")
     return 0 if result.ok else 1
 
 
@@ -282,14 +288,14 @@ def _runs_purge(client: RedflowClient, args: argparse.Namespace) -> int:
     what = " ".join(part for part in (args.status, f"{args.workflow!r}" if args.workflow else None) if part)
     verb = "would delete" if args.dry_run else "deleted"
     text = f"{verb} {count} {what + ' ' if what else ''}finished run(s) that ended over {fmt_seconds(args.older_than)} ago"
-    _emit(args, {"purged": count, "dry_run": args.dry_run}, text)
+    emit(args, {"purged": count, "dry_run": args.dry_run}, text)
     return 0
 
 
 def _queues(client: RedflowClient, args: argparse.Namespace) -> int:
     counts = queue_counts(client)
     rows = [(c.queue, c.ready, c.processing, c.scheduled) for c in counts]
-    _emit(args, counts, format_table(("QUEUE", "READY", "PROCESSING", "SCHEDULED"), rows) if counts else "(no queues)")
+    emit(args, counts, format_table(("QUEUE", "READY", "PROCESSING", "SCHEDULED"), rows) if counts else "(no queues)")
     return 0
 
 
@@ -297,7 +303,7 @@ def _cron_list(client: RedflowClient, args: argparse.Namespace) -> int:
     entries = cron_entries(client)
     rows = [(e.id, e.workflow, e.queue, e.expression, e.timezone or "UTC", fmt_time(e.next_at), e.error or "") for e in entries]
     headers = ("ID", "WORKFLOW", "QUEUE", "EXPRESSION", "TIMEZONE", "NEXT (UTC)", "ERROR")
-    _emit(args, entries, format_table(headers, rows) if entries else "(no cron triggers)")
+    emit(args, entries, format_table(headers, rows) if entries else "(no cron triggers)")
     return 0
 
 
@@ -306,7 +312,7 @@ def connect(args: argparse.Namespace) -> RedflowClient:
     return create_client(resolve_url(args.redis_url), prefix=resolve_prefix(args.prefix), registry=Registry())
 
 
-def _command(fn: Callable[[RedflowClient, argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+def command(fn: Callable[[RedflowClient, argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     """Run ``fn`` with a client; Redis and data errors become a message and an exit code."""
 
     def run(args: argparse.Namespace) -> int:
@@ -335,41 +341,47 @@ def connection_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prefix", default=None, help="key prefix (default: $REDFLOW_PREFIX or redflow:v1)")
 
 
-def register(subparsers: Any) -> None:
-    """Add ``runs list|show|cancel|retry|purge``, ``queues`` and ``cron list``."""
+def common_options() -> argparse.ArgumentParser:
+    """The options every inspection command takes: ``--redis-url``, ``--prefix`` and ``--json``."""
     common = argparse.ArgumentParser(add_help=False)
     connection_options(common)
     common.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    return common
+
+
+def register(subparsers: Any) -> None:
+    """Add ``runs list|show|cancel|retry|purge``, ``queues`` and ``cron list``."""
+    common = common_options()
 
     runs = subparsers.add_parser("runs", help="list, show, cancel, retry or purge runs")
     runs_sub = runs.add_subparsers(dest="runs_command", required=True)
     listing = runs_sub.add_parser("list", parents=[common], help="recent runs, newest first")
     listing.add_argument("--workflow", help="only runs of this workflow")
     listing.add_argument("--status", choices=RUN_STATUSES, help="only runs in this status")
-    listing.add_argument("--limit", type=_positive_int, default=20, help="at most this many (default 20)")
-    listing.set_defaults(func=_command(_runs_list))
+    listing.add_argument("--limit", type=positive_int, default=20, help="at most this many (default 20)")
+    listing.set_defaults(func=command(_runs_list))
     show = runs_sub.add_parser("show", parents=[common], help="one run and its steps")
     show.add_argument("run_id")
-    show.set_defaults(func=_command(_runs_show))
+    show.set_defaults(func=command(_runs_show))
     cancel = runs_sub.add_parser("cancel", parents=[common], help="cancel a run (exit 1 if it already ended)")
     cancel.add_argument("run_id")
     cancel.add_argument("--reason", default=None)
-    cancel.set_defaults(func=_command(_runs_cancel))
+    cancel.set_defaults(func=command(_runs_cancel))
     retry = runs_sub.add_parser("retry", parents=[common], help="run a failed or canceled run again (exit 1 otherwise)")
     retry.add_argument("run_id")
-    retry.set_defaults(func=_command(_runs_retry))
+    retry.set_defaults(func=command(_runs_retry))
 
     purge = runs_sub.add_parser("purge", parents=[common], help="delete finished runs that ended long enough ago (never a live run)")
     purge.add_argument("--older-than", type=_duration, required=True, metavar="DURATION", help="e.g. 90s, 15m, 1h, 7d")
     purge.add_argument("--status", choices=FINISHED_STATUSES, help="only runs that ended in this status")
     purge.add_argument("--workflow", help="only runs of this workflow")
     purge.add_argument("--dry-run", action="store_true", help="count them, delete nothing")
-    purge.set_defaults(func=_command(_runs_purge))
+    purge.set_defaults(func=command(_runs_purge))
 
     queues = subparsers.add_parser("queues", parents=[common], help="ready / processing / scheduled counts per queue")
-    queues.set_defaults(func=_command(_queues))
+    queues.set_defaults(func=command(_queues))
 
     cron = subparsers.add_parser("cron", help="cron triggers")
     cron_sub = cron.add_subparsers(dest="cron_command", required=True)
     cron_list = cron_sub.add_parser("list", parents=[common], help="cron triggers and their next fire times")
-    cron_list.set_defaults(func=_command(_cron_list))
+    cron_list.set_defaults(func=command(_cron_list))

@@ -15,11 +15,12 @@ import os  # noqa: E402
 import signal  # noqa: E402
 import sys  # noqa: E402
 from collections.abc import Sequence  # noqa: E402
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NoReturn  # noqa: E402
 
 import gevent  # noqa: E402
 
 if TYPE_CHECKING:
+    from redflow.engine.worker import Worker
     from redflow.registry import Registry
 
 log = logging.getLogger("redflow.cli")
@@ -27,44 +28,102 @@ log = logging.getLogger("redflow.cli")
 
 def load_registry(app: str | None) -> "Registry":
     """Import ``module`` (its workflows register in the default registry) or
-    ``module:attr`` (a Registry in that module)."""
+    ``module:attr`` (a Registry in that module). A module that is not there,
+    or a file name given for a module, is a :func:`startup_error`; an error
+    raised by the module's own code keeps its traceback (it is theirs to fix)."""
     from redflow.registry import Registry, get_default_registry
 
     if not app:
         return get_default_registry()
     module_name, _, attr = app.partition(":")
-    sys.path.insert(0, os.getcwd())
-    module = importlib.import_module(module_name)
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not (module_name == exc.name or module_name.startswith(exc.name + ".")):
+            raise  # the module exists and imports something missing: its traceback says where
+        startup_error(f"-A {app}: no module named {exc.name!r} (searched the current directory and sys.path){_file_hint(app)}")
+    except ValueError as exc:  # "-A ''", "-A .rel": names importlib refuses
+        startup_error(f"-A {app}: {exc}{_file_hint(app)}")
     if not attr:
         return get_default_registry()
     registry = getattr(module, attr, None)
     if not isinstance(registry, Registry):
-        raise SystemExit(f"{app}: {attr!r} is not a redflow Registry")
+        startup_error(f"-A {app}: {module_name}.{attr} is {'missing' if registry is None else 'not a redflow Registry'}")
     return registry
 
 
-def _worker(args: argparse.Namespace) -> int:
-    from redflow.engine.worker import start_worker
+def _file_hint(app: str) -> str:
+    """``-A app.py`` or ``-A pkg/app.py``: -A takes a module name, say which."""
+    module_name, colon, attr = app.partition(":")
+    if not (module_name.endswith(".py") or "/" in module_name):
+        return ""
+    dotted = module_name.removesuffix(".py").strip("./").replace("/", ".")
+    return f"; -A takes a module name, not a file: try -A {dotted}{colon}{attr}"
 
-    registry = load_registry(args.app)
+
+def startup_error(message: str) -> NoReturn:
+    """One log line a user can act on, then exit status 2 (as for a bad option)."""
+    log.error("%s", message)
+    raise SystemExit(2)
+
+
+def _require_workflows(registry: "Registry", app: str | None) -> None:
+    if registry.list():
+        return
+    if app:
+        startup_error(f"-A {app} defines no workflows: it must call define_workflow (or name a Registry as -A module:registry)")
+    startup_error("no workflows to run: name the module that defines them with -A module (or -A module:registry)")
+
+
+def _start(args: argparse.Namespace, registry: "Registry", observers: Sequence[object]) -> "Worker":
+    """Start the worker, waiting for a Redis that is not there or not ready yet
+    (``--start-timeout``, default forever); a Redis that refuses us is a startup error."""
+    from redis.exceptions import RedisClusterException, RedisError
+
+    from redflow.core.errors import RedflowError
+    from redflow.engine.startup import retry_until_ready
+    from redflow.engine.worker import start_worker
+    from redflow.store.connection import redacted_url, resolve_url
+
+    where = redacted_url(resolve_url(args.redis_url))
     queues = [q for q in (args.queues or "").split(",") if q] or None
+
+    def start() -> "Worker":
+        return start_worker(
+            registry,
+            url=args.redis_url,
+            prefix=args.prefix,
+            queues=queues,
+            concurrency=args.concurrency,
+            lease_ms=args.lease_ms,
+            cluster=args.cluster,
+            observers=observers,
+        )
+
+    try:
+        return retry_until_ready(start, where=where, timeout_s=args.start_timeout)
+    except (RedisError, RedisClusterException) as exc:
+        startup_error(f"cannot start the worker: Redis at {where}: {type(exc).__name__}: {exc}")
+    except (RedflowError, ValueError) as exc:  # bad options, a bad URL (redis-py's word), not ready in time
+        startup_error(f"cannot start the worker: {exc}")
+    except KeyboardInterrupt:
+        log.info("interrupted while waiting for Redis at %s", where)
+        raise SystemExit(130) from None
+
+
+def _worker(args: argparse.Namespace) -> int:
     metrics = None
-    if args.metrics_port is not None:
+    if args.metrics_port is not None:  # a bad option first, as argparse would
         try:
             from redflow.ops.metrics import metrics_for_cli
         except ImportError as exc:
-            raise SystemExit(f"--metrics-port: {exc}") from None
+            startup_error(f"--metrics-port: {exc}")
         metrics = metrics_for_cli(args.metrics_port)
-    worker = start_worker(
-        registry,
-        url=args.redis_url,
-        prefix=args.prefix,
-        queues=queues,
-        concurrency=args.concurrency,
-        lease_ms=args.lease_ms,
-        cluster=args.cluster,
-        observers=[metrics.observer] if metrics else (),
-    )
+    registry = load_registry(args.app)
+    _require_workflows(registry, args.app)
+    worker = _start(args, registry, [metrics.observer] if metrics else [])
     if metrics:
         metrics.observer.attach(worker)
     signals_seen = []
@@ -89,40 +148,134 @@ def _worker(args: argparse.Namespace) -> int:
 
 #: Modules adding a sub-command: each has ``register(subparsers)``, which adds
 #: its parser and sets ``func`` (called with the parsed args, returns the exit code).
-COMMAND_MODULES: tuple[str, ...] = ("redflow.ops.admin", "redflow.ops.dashboard", "redflow.bench.command")
+COMMAND_MODULES: tuple[str, ...] = (
+    "redflow.ops.admin", "redflow.ops.workers", "redflow.ops.stats", "redflow.ops.dashboard", "redflow.bench.command",
+)  # fmt: skip
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="redflow-gevent", description="Durable Redis-backed workflows with a gevent worker.")
-    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-    parser.add_argument("--log-format", default="text", choices=["text", "json"])
-    sub = parser.add_subparsers(dest="command", required=True)
+LOG_LEVELS = ("debug", "info", "warning", "error")
+LOG_FORMATS = ("text", "json")
+#: Options that go before or after the command, as in ``redflow-gevent worker -A app --log-format json``.
+_SYNOPSIS = """\
+options go before or after the command; these are the same:
+  redflow-gevent --log-level debug worker -A myapp.workflows
+  redflow-gevent worker -A myapp.workflows --log-level debug
+  redflow-gevent --redis-url redis://host:6379/0 queues
+  redflow-gevent queues --redis-url redis://host:6379/0
+'redflow-gevent COMMAND --help' lists the options of a command."""
 
-    worker = sub.add_parser("worker", help="run a worker")
+
+def _logging_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
+    """``--log-level`` and ``--log-format``: defaults on the top parser only, so
+    that a command's parser (parsed last) overrides them only when given."""
+    group = parser.add_argument_group("logging (before or after the command)")
+    group.add_argument("--log-level", choices=LOG_LEVELS, default="info" if top else argparse.SUPPRESS, help="default info")
+    group.add_argument("--log-format", choices=LOG_FORMATS, default="text" if top else argparse.SUPPRESS, help="default text")
+
+
+def _connection_options_before(parser: argparse.ArgumentParser) -> None:
+    """``--redis-url`` and ``--prefix`` before the command, for the commands that take them after it."""
+    group = parser.add_argument_group("connection (before or after the command, for the commands that take them)")
+    group.add_argument(
+        "--redis-url", dest="early_redis_url", metavar="URL", default=None, help="default: $REDIS_URL or redis://127.0.0.1:6379/0"
+    )
+    group.add_argument(
+        "--prefix", dest="early_prefix", metavar="PREFIX", default=None, help="key prefix (default: $REDFLOW_PREFIX or redflow:v1)"
+    )
+
+
+def _command_parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """Every command parser under ``parser`` (``runs`` and ``runs list`` both), each once."""
+    found: dict[int, argparse.ArgumentParser] = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                if id(child) not in found:
+                    found[id(child)] = child
+                    found.update((id(p), p) for p in _command_parsers(child))
+    return list(found.values())
+
+
+def _merge_early_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Give ``--redis-url`` / ``--prefix`` placed before the command to the command
+    (one placed after it wins); a command that takes no such option says so."""
+    for name in ("redis_url", "prefix"):
+        early = getattr(args, f"early_{name}")
+        delattr(args, f"early_{name}")
+        if early is None:
+            continue
+        if not hasattr(args, name):
+            parser.error(f"the {args.command} command takes no --{name.replace('_', '-')}")
+        if getattr(args, name) is None:
+            setattr(args, name, early)
+
+
+def _worker_parser(sub: Any) -> None:
+    worker = sub.add_parser("worker", help="run a worker", description="Run a worker: claim runs of the -A workflows and run them.")
     worker.add_argument("-A", "--app", help="module (or module:registry) whose workflows to run")
     worker.add_argument("-c", "--concurrency", type=int, default=10, help="greenlet consumer slots (default 10)")
     worker.add_argument("-Q", "--queues", help="comma-separated queues (default: those of the workflows)")
     worker.add_argument("--redis-url", default=None, help="default: $REDIS_URL or redis://127.0.0.1:6379/0")
     worker.add_argument("--cluster", action="store_true", help="the URL names a Redis Cluster node (as redis+cluster:// URLs do)")
     worker.add_argument("--prefix", default=None, help="key prefix (default: $REDFLOW_PREFIX or redflow:v1)")
-    worker.add_argument("--lease-ms", type=int, default=5000)
-    worker.add_argument("--grace", type=float, default=30.0, help="seconds a graceful stop waits for runs in flight")
+    worker.add_argument("--lease-ms", type=int, default=5000, help="run lease; renewed every half of it (default 5000)")
+    worker.add_argument("--grace", type=float, default=30.0, help="seconds a graceful stop waits for runs in flight (default 30)")
+    worker.add_argument(
+        "--start-timeout",
+        type=_non_negative_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="how long to wait for a Redis that is down, loading or full at start (default: keep trying)",
+    )
     worker.add_argument("--metrics-port", default=None, metavar="[HOST:]PORT", help="serve Prometheus metrics (host default 127.0.0.1)")
-    worker.add_argument("--log-level", dest="sub_log_level", default=None, choices=["debug", "info", "warning", "error"])
     worker.set_defaults(func=_worker)
+
+
+def _non_negative_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value >= 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"must be >= 0 seconds: {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="redflow-gevent",
+        description="Durable Redis-backed workflows with a gevent worker.",
+        epilog=_SYNOPSIS,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _logging_options(parser, top=True)
+    _connection_options_before(parser)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _worker_parser(sub)
     for name in COMMAND_MODULES:
         try:
             importlib.import_module(name).register(sub)
         except Exception as exc:  # one broken optional command must not take `worker` down with it
             print(f"redflow-gevent: the commands of {name} are unavailable: {type(exc).__name__}: {exc}", file=sys.stderr)
+    for command in _command_parsers(parser):
+        if "--log-level" not in command._option_string_actions:
+            _logging_options(command, top=False)
     return parser
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line, with the options placed before the command handed to it."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _merge_early_options(parser, args)
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     from redflow.ops.logs import setup_logging
 
-    args = build_parser().parse_args(argv)
-    setup_logging(getattr(args, "sub_log_level", None) or args.log_level, args.log_format)
+    args = parse_args(argv)
+    setup_logging(args.log_level, args.log_format)
     return int(args.func(args) or 0)
 
 

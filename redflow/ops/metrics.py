@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from gevent.pywsgi import WSGIServer
+from redis.exceptions import RedisError
 
 try:
     from prometheus_client import CollectorRegistry, Counter, Histogram, make_wsgi_app
@@ -28,6 +29,7 @@ except ImportError as exc:  # an optional dependency: say how to get it
 from redflow.core.errors import RedflowError
 from redflow.engine.observers import AttemptReport, WorkerObserver
 from redflow.ops.dashboard import start_wsgi_server
+from redflow.ops.workers import STATES, list_workers, totals
 
 if TYPE_CHECKING:
     from redflow.engine.worker import Worker
@@ -65,6 +67,36 @@ class _SlotsCollector(Collector):
         yield slots
 
 
+class _RegistryCollector(Collector):
+    """The worker registry as every worker sees it (all workers of the prefix), read from Redis at
+    scrape time; left out of a scrape when Redis does not answer (the scrape itself must not fail)."""
+
+    def __init__(self, observer: MetricsObserver) -> None:
+        self._observer = observer
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        worker = self._observer.worker
+        if worker is None:
+            return
+        try:
+            counts = totals(list_workers(worker.client))
+        except RedisError as exc:
+            log.warning("metrics: cannot read the worker registry: %s", exc)
+            return
+        workers = GaugeMetricFamily(
+            "redflow_workers", "Workers with a heartbeat record, by state (alive, stopping, lost).", labels=["state"]
+        )
+        for state in STATES:
+            workers.add_metric([state], counts[state])
+        busy = GaugeMetricFamily("redflow_workers_slots_busy", "Busy slots over every live worker of the prefix.")
+        busy.add_metric([], counts["busy"])
+        slots = GaugeMetricFamily("redflow_workers_slots", "Slots over every live worker of the prefix.")
+        slots.add_metric([], counts["slots"])
+        yield workers
+        yield busy
+        yield slots
+
+
 class MetricsObserver(WorkerObserver):
     """Turns worker events into Prometheus metrics; pass it to ``start_worker(observers=[...])``."""
 
@@ -94,6 +126,7 @@ class MetricsObserver(WorkerObserver):
         self.leases_lost = Counter("redflow_lease_renewals_lost", "Attempts stopped because their lease was lost.", registry=reg)
         self.recovered = Counter("redflow_reaper_recoveries", "Runs of dead workers the reaper returned to ready.", ["queue"], registry=reg)
         reg.register(_SlotsCollector(self))
+        reg.register(_RegistryCollector(self))
 
     def attach(self, worker: Worker) -> MetricsObserver:
         """Read in-flight slots from ``worker`` at scrape time."""

@@ -21,6 +21,8 @@ from redis.exceptions import RedisError
 log = logging.getLogger("redflow.server_clock")
 
 RESYNC_S = 30.0
+#: A reading whose round trip took longer (a connection opened on the way) is taken again.
+SLOW_READ_S = 0.002
 
 
 class ServerClock:
@@ -47,20 +49,24 @@ class ServerClock:
         return self.now_ms() - time.time() * 1000.0
 
     def _sync(self) -> None:
-        before = time.monotonic()
-        try:
-            reply = self._redis.time()
-        except RedisError as exc:
-            if not self._synced:
-                raise  # never read: nothing to carry forward, the caller's Redis call would fail too
-            log.info("could not re-read Redis's clock (%s); carrying the last reading forward", exc)
-            self._base_ms, self._base_mono = self._base_ms + (before - self._base_mono) * 1000.0, before
-            return
-        after = time.monotonic()
-        if isinstance(reply, dict):  # a cluster client asks every node; any master's clock will do
-            reply = next(iter(reply.values()))
-        seconds, micros = reply
-        # The reply was made somewhere in the round trip: its middle is the best guess.
-        self._base_ms = int(seconds) * 1000.0 + int(micros) / 1000.0
-        self._base_mono = (before + after) / 2.0
-        self._synced = True
+        for _ in range(2):  # a slow first reading (a cold connection) is taken again
+            before = time.monotonic()
+            try:
+                reply = self._redis.time()
+            except RedisError as exc:
+                if not self._synced:
+                    raise  # never read: nothing to carry forward, the caller's Redis call would fail too
+                log.info("could not re-read Redis's clock (%s); carrying the last reading forward", exc)
+                self._base_ms, self._base_mono = self._base_ms + (before - self._base_mono) * 1000.0, before
+                return
+            after = time.monotonic()
+            if isinstance(reply, dict):  # a cluster client asks every node; any master's clock will do
+                reply = next(iter(reply.values()))
+            seconds, micros = reply
+            # The reply was made before it arrived: dating it at its arrival keeps this clock
+            # at or behind Redis's (by at most the round trip), so nothing is ever due early.
+            self._base_ms = int(seconds) * 1000.0 + int(micros) / 1000.0
+            self._base_mono = after
+            self._synced = True
+            if after - before <= SLOW_READ_S:
+                return

@@ -11,7 +11,7 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import gevent
@@ -119,7 +119,7 @@ class SlotConnection:
         self._sock = sock
         # "replace": bytes that are not UTF-8 (a foreign binary payload) become
         # U+FFFD and then fail as bad JSON, instead of breaking the reply.
-        self._reader = hiredis.Reader(replyError=_parse_error, encoding=self._encoding, errors="replace")
+        self._reader = hiredis.Reader(replyError=parse_error, encoding=self._encoding, errors="replace")
 
     def _drop(self) -> None:
         self._sock = None
@@ -166,7 +166,7 @@ class SlotConnection:
             self._drop()
 
 
-def _parse_error(message: str) -> Exception:
+def parse_error(message: str) -> Exception:
     """An error reply as redis-py's exception class (NoScriptError, BusyLoadingError, ...)."""
     error: Exception = BaseParser.parse_error(message)  # type: ignore[no-untyped-call]
     return error
@@ -194,9 +194,10 @@ class ClusterSlotConnection:
     slot or a failed master the slot map is refreshed and the command sent
     again, so a failover costs a retry, not a run."""
 
-    def __init__(self, cluster: Any, *, timeout_s: float | None = None) -> None:
+    def __init__(self, cluster: Any, *, timeout_s: float | None = None, factory: Callable[..., Any] | None = None) -> None:
         self._cluster = cluster
         self._timeout_s = timeout_s
+        self._factory = factory or SlotConnection  # or MuxConnection: one shared connection per master
         self._by_node: dict[str, SlotConnection] = {}
         # hash slot -> connection, so that the hot path skips redis-py's routing
         # (wrappers, locks); dropped whenever the slot map is refreshed
@@ -210,7 +211,7 @@ class ClusterSlotConnection:
             node = self._cluster.nodes_manager.get_node_from_slot(slot)
             conn = self._by_node.get(node.name)
             if conn is None:
-                conn = self._by_node[node.name] = SlotConnection(node.redis_connection, timeout_s=self._timeout_s)
+                conn = self._by_node[node.name] = self._factory(node.redis_connection, timeout_s=self._timeout_s)
                 if self._stopping:
                     conn.stop_blocking()
             self._by_slot[slot] = conn

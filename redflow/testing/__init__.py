@@ -309,7 +309,7 @@ class InlineRunner:
         if existing is not None and existing.status not in ("failed", "canceled"):
             return existing
         try:
-            input_json = codec.dumps(wf.validate(input))
+            input_json = codec.dumps(wf.validate(input), what="input")
         except SerializationError as exc:
             raise InputValidationError(f"input of workflow {wf.name!r} is not JSON-serializable: {exc}") from exc
         run = InlineRun(f"run_{uuid.uuid4()}", wf.name, codec.loads(input_json), max_attempts or wf.max_attempts)
@@ -339,8 +339,9 @@ class InlineRunner:
                 client=cast("RedflowClient", host.client),
             )
             try:
+                output = wf.handler(ctx)  # a step's own OutputSerializationError is not the output's
                 try:
-                    output_json = codec.dumps(wf.handler(ctx))
+                    output_json = codec.dumps(output, what="output")
                 except SerializationError as exc:
                     raise OutputSerializationError(f"Workflow output is not JSON-serializable: {exc}") from exc
             except CanceledError as exc:

@@ -5,11 +5,15 @@ import time
 
 import gevent
 import pytest
-from helpers import WorkerProcess, wait_until
+from helpers import WorkerProcess, request, wait_until
 from redis.crc import key_slot
+from test_charts import bars, svg
 
 from redflow import create_client, define_workflow
 from redflow.core.keys import Keys
+from redflow.ops.dashboard import serve
+from redflow.ops.stats import workflow_stats
+from redflow.ops.workers import list_workers
 from redflow.store.scripts import SCRIPTS, Scripts
 
 #: A reply of each script's shape, for the recorder.
@@ -138,3 +142,31 @@ def test_a_worker_process_drains_runs_on_three_masters(redis_cluster, prefix, r)
         print(f"\ncluster: {total} two-step runs in {elapsed:.2f}s ({total / elapsed:.0f} runs/s, incl. start-up)")
     finally:
         client.close()
+
+
+def test_workers_stats_charts_and_pages_read_a_cluster(start, registry, client):
+    @define_workflow("tick", registry=registry, queue="ticks")
+    def tick(ctx):
+        return ctx.step.run("one", lambda: ctx.input)
+
+    @define_workflow("tock", registry=registry, queue="tocks")
+    def tock(ctx):
+        return ctx.step.run_workflow("child", "tick", ctx.input)
+
+    worker = start(heartbeat_s=0.1, concurrency=4)
+    assert [client.run("tock", n).result(20) for n in range(3)] == [0, 1, 2]
+    wait_until(lambda: worker.heartbeat.beats >= 3, timeout=10)
+    (view,) = list_workers(client)
+    assert view.state == "alive" and view.record.slots == 4 and set(view.record.queues) == {"ticks", "tocks"}
+    stats = {s.workflow: s for s in workflow_stats(client, 3600)}
+    assert stats["tick"].counts["succeeded"] == 3 == stats["tock"].counts["succeeded"] and stats["tock"].success_rate == 1.0
+    server = serve(client, "127.0.0.1", 0)
+    try:
+        assert bars(svg(server.server_port, "/charts/throughput.svg")) == {"succeeded": 6}
+        status, _, page = request(server.server_port, "GET", "/")
+        assert status == 200 and page.count("<svg") == 4 and view.record.id[:15] in page
+        parent = client.list_runs(workflow="tock", limit=1)[0]
+        status, _, page = request(server.server_port, "GET", f"/runs/{parent.id}")
+        assert status == 200 and "Children (1)" in page and "timeline" in page
+    finally:
+        server.stop(timeout=1)

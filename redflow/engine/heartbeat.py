@@ -1,0 +1,188 @@
+"""The worker registry and the chart tallies: one background loop per worker.
+
+Every ``heartbeat_s`` seconds a worker writes its record (``P:worker:<id>``,
+a JSON string with PX, and its id in the ``P:workers`` index), samples the
+length of its queues' ready lists, and adds what it counted since the last
+beat to the chart buckets (:mod:`redflow.core.tally`): one pipelined round
+trip per beat, none per run. A graceful stop deletes the record; a worker
+that dies without one is shown as lost until its record expires.
+
+The attempts are counted in memory by :meth:`Heartbeat.count`, which the
+worker calls as each attempt ends: two bin lookups and two dictionary increments.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from redis.exceptions import RedisError
+
+from redflow.core import tally
+from redflow.core.models import RUNNING_NAMED, WorkerRecord
+
+if TYPE_CHECKING:
+    from redflow.client import RedflowClient
+    from redflow.engine.attempt import Attempt, Outcome
+    from redflow.engine.loops import Loop
+
+log = logging.getLogger("redflow.heartbeat")
+
+DEFAULT_BEAT_S = 2.0
+#: How long a record outlives its worker's last beat (so a lost worker stays visible that long).
+RECORD_TTL_S = 300.0
+#: Outcomes whose attempt ran the handler: their durations are charted.
+_TIMED = frozenset({"succeeded", "failed", "retried", "canceled"})
+#: Workflow name the tallies use for runs of workflows this worker does not know
+#: (so a producer's stray names cannot grow the bucket hashes without bound).
+UNKNOWN_WORKFLOW = "(unknown)"
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerStatus:
+    """What changes between beats, as the worker reports it."""
+
+    busy: int
+    done: int
+    failed: int
+    stopping: bool
+    running: tuple[tuple[str, str], ...]
+
+
+class Heartbeat:
+    """One worker's record and tallies; :meth:`step` is a :class:`~redflow.engine.loops.Loop` step."""
+
+    def __init__(
+        self,
+        client: RedflowClient,
+        worker_id: str,
+        queues: list[str],
+        slots: int,
+        status: Callable[[], WorkerStatus],
+        *,
+        known: Callable[[str], bool],
+        beat_s: float = DEFAULT_BEAT_S,
+        version: str = "",
+    ) -> None:
+        self.client = client
+        self.id = worker_id
+        self.queues = queues
+        self.slots = slots
+        self.beat_s = beat_s
+        self.version = version
+        self._status = status
+        self._known = known
+        self._ttl_ms = int(max(RECORD_TTL_S, 10 * beat_s) * 1000)
+        # Set by the first beat, not here: reading Redis's clock on a connection not yet
+        # opened would put the connect in the round trip and skew the clock's estimate.
+        self._started_at = 0.0
+        self._host, self._pid = socket.gethostname(), os.getpid()
+        self._counts: dict[tuple[str, int, str], int] = {}  # (kind, bin, workflow) -> attempts, since the last flush
+        self._unsent: Counter[str] = Counter()  # fields of a flush that did not get through
+        self._depth: dict[tuple[str, int, str], int] = {}  # (window, bucket start, queue) -> highest sample
+        self.beats = 0
+        self.loop: Loop | None = None
+
+    # -- counting, on the hot path ------------------------------------------
+    def count(self, attempt: Attempt, outcome: Outcome) -> None:
+        """Tally one ended attempt: its duration, and for a first attempt its wait since enqueue."""
+        if outcome.kind not in _TIMED or not attempt.started_at:
+            return
+        name = attempt.info.workflow
+        workflow = name if self._known(name) else UNKNOWN_WORKFLOW
+        duration_ms = (time.time() - attempt.started_at) * 1000.0
+        counts = self._counts
+        key = (tally.DURATION, tally.bin_of(duration_ms), workflow)
+        counts[key] = counts.get(key, 0) + 1
+        if attempt.info.attempt == 1 and attempt.created_at_ms:
+            waited_ms = self.client.now_ms() - duration_ms - attempt.created_at_ms
+            key = (tally.START, tally.bin_of(max(0.0, waited_ms)), workflow)
+            counts[key] = counts.get(key, 0) + 1
+
+    # -- the loop -------------------------------------------------------------
+    def record(self, now_ms: int) -> WorkerRecord:
+        status = self._status()
+        self._started_at = self._started_at or now_ms / 1000.0
+        return WorkerRecord(
+            id=self.id, host=self._host, pid=self._pid, version=self.version, queues=tuple(self.queues), slots=self.slots,
+            busy=status.busy, done=status.done, failed=status.failed, started_at=self._started_at, seen_at=now_ms / 1000.0,
+            beat_s=self.beat_s, stopping=status.stopping, running=status.running[:RUNNING_NAMED],
+        )  # fmt: skip
+
+    def step(self) -> float:
+        """Write the record, sample the queues, flush the tallies: one round trip."""
+        keys = self.client.keys
+        now = self.client.now_ms()
+        pipe = self.client.redis.pipeline(transaction=False)
+        pipe.set(keys.worker(self.id), self.record(now).to_json(), px=self._ttl_ms)
+        pipe.zadd(keys.workers(), {self.id: now})
+        pipe.zremrangebyscore(keys.workers(), "-inf", now - self._ttl_ms)
+        for queue in self.queues:
+            pipe.llen(keys.queue_ready(queue))
+        counts = self._take_counts()
+        try:
+            write_tallies(pipe, self.client, now, counts, self._depth)
+            replies = pipe.execute()
+        except RedisError:
+            self._unsent.update(counts)  # sent again at the next beat that gets through
+            raise
+        self._sample_depth(now, replies[3 : 3 + len(self.queues)])
+        self.beats += 1
+        return self.beat_s
+
+    def _take_counts(self) -> Counter[str]:
+        """What to flush, by bucket field; the counting starts afresh."""
+        raw, self._counts = self._counts, {}
+        fields, self._unsent = self._unsent, Counter()
+        for (kind, index, workflow), n in raw.items():
+            fields[tally.histogram_field(kind, index, workflow)] += n
+        return fields
+
+    def _sample_depth(self, now_ms: int, lengths: list[Any]) -> None:
+        """Keep the highest ready length of each queue per bucket (written at the next beat)."""
+        for name, resolution in tally.RESOLUTIONS.items():
+            start = resolution.start_of(now_ms)
+            for queue, length in zip(self.queues, lengths):
+                key = (name, start, queue)
+                self._depth[key] = max(self._depth.get(key, 0), int(length))
+        self._depth = {k: v for k, v in self._depth.items() if k[1] >= tally.RESOLUTIONS[k[0]].start_of(now_ms)}
+
+    def goodbye(self) -> None:
+        """Flush what is left and delete the record (a graceful stop)."""
+        keys = self.client.keys
+        now = self.client.now_ms()
+        pipe = self.client.redis.pipeline(transaction=False)
+        write_tallies(pipe, self.client, now, self._take_counts(), {})
+        pipe.delete(keys.worker(self.id))
+        pipe.zrem(keys.workers(), self.id)
+        try:
+            pipe.execute()
+        except RedisError as exc:  # the record expires by itself; until then it shows as lost
+            log.info("could not remove this worker's record (%s)", exc)
+
+
+def write_tallies(pipe: Any, client: RedflowClient, now_ms: int, counts: Counter[str], depth: dict[tuple[str, int, str], int]) -> None:
+    """Add ``counts`` to the current bucket of every chart window and set the
+    sampled depths, queued on ``pipe``; each bucket key gets its expiry."""
+    keys = client.keys
+    touched: set[tuple[str, int]] = set()
+    for name, resolution in tally.RESOLUTIONS.items():
+        if not counts:
+            continue
+        key = keys.stats_bucket(resolution.span_s, resolution.start_of(now_ms))
+        for field, n in counts.items():
+            pipe.hincrby(key, field, n)
+        touched.add((name, resolution.start_of(now_ms)))
+    for (name, start, queue), length in depth.items():
+        resolution = tally.RESOLUTIONS[name]
+        pipe.hset(keys.stats_bucket(resolution.span_s, start), tally.depth_field(queue), length)
+        touched.add((name, start))
+    for name, start in touched:
+        resolution = tally.RESOLUTIONS[name]
+        pipe.pexpireat(keys.stats_bucket(resolution.span_s, start), start + resolution.span_ms + resolution.keep_s * 1000)

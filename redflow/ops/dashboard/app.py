@@ -1,0 +1,207 @@
+"""The dashboard's WSGI app: routing, the page frame, charts as SVG, and the two actions."""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import re
+from collections.abc import Callable
+from importlib import resources
+from string import Template
+from typing import Any
+from urllib.parse import parse_qs, urlencode
+
+from redis.exceptions import RedisError
+
+from redflow.client import RedflowClient
+from redflow.core import clock
+from redflow.core.errors import RedflowError
+from redflow.core.keys import TERMINAL_STATUSES
+from redflow.core.models import Run
+from redflow.ops.admin import cancel_run, fmt_time, retry_run
+from redflow.ops.charts import XML_PROLOG
+from redflow.ops.dashboard.markup import HttpError, Response, h, one, run_url
+from redflow.ops.dashboard.pages import NOTICES, Pages, chart_window, run_timeline
+from redflow.ops.series import CHART_NAMES, render_charts
+from redflow.store.connection import DASHBOARD_TOKEN_ENV, resolve_dashboard_token
+
+log = logging.getLogger("redflow.dashboard")
+
+TOKEN_ENV = DASHBOARD_TOKEN_ENV
+MIN_TOKEN_CHARS = 12
+ACTIONS_OFF = f"Actions are off: start the dashboard with --token or {TOKEN_ENV}."
+MAX_BODY_BYTES = 8192
+SVG_TYPE = "image/svg+xml; charset=utf-8"
+
+_CSP = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+_SECURITY_HEADERS = [
+    ("Content-Security-Policy", _CSP),
+    ("X-Content-Type-Options", "nosniff"),
+    ("X-Frame-Options", "DENY"),
+    ("Referrer-Policy", "no-referrer"),
+    ("Cache-Control", "no-store"),
+]
+_RUN_PATH = re.compile(r"/runs/([^/]{1,200})")
+_TIMELINE_PATH = re.compile(r"/runs/([^/]{1,200})/timeline\.svg")
+_CHART_PATH = re.compile(r"/charts/([a-z-]{1,40})\.svg")
+_ACTION_PATH = re.compile(r"/runs/([^/]{1,200})/(cancel|retry)")
+_TEMPLATES = (
+    "page.html", "message.html", "overview.html", "run.html", "workflows.html", "actions.html", "cancel.html", "retry.html",
+)  # fmt: skip
+
+
+def _asset(name: str) -> str:
+    return resources.files("redflow.ops").joinpath("dashboard_assets", name).read_text(encoding="utf-8")
+
+
+def resolve_token(flag: str | None) -> str | None:
+    """``--token`` wins, else ``REDFLOW_DASHBOARD_TOKEN``; ``None`` means actions are off."""
+    return resolve_dashboard_token(flag)
+
+
+class Dashboard:
+    """The WSGI app. ``token=None`` turns actions off (read-only dashboard)."""
+
+    def __init__(self, client: RedflowClient, *, token: str | None = None) -> None:
+        if token is not None and len(token) < MIN_TOKEN_CHARS:
+            raise RedflowError(f"the dashboard token must have at least {MIN_TOKEN_CHARS} characters")
+        self.client = client
+        self._token = token.encode() if token is not None else None
+        self._templates = {name: Template(_asset(name)) for name in _TEMPLATES}
+        self._css = _asset("style.css").encode()
+        self.pages = Pages(client, self._render, self._actions)
+
+    @property
+    def actions_enabled(self) -> bool:
+        return self._token is not None
+
+    # -- WSGI ------------------------------------------------------------------
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        base = environ.get("SCRIPT_NAME", "").rstrip("/")
+        try:
+            response = self._route(environ, base)
+        except HttpError as exc:
+            response = self._message(base, exc.status, exc.message)
+            response.headers += exc.headers
+        except RedisError as exc:
+            log.warning("dashboard: Redis unavailable: %s", exc)
+            response = self._message(base, "503 Service Unavailable", "Redis is unavailable; try again shortly.")
+        except RedflowError as exc:  # corrupt data in Redis, named by the error
+            response = self._message(base, "500 Internal Server Error", f"Cannot show this: {exc}")
+        headers = [("Content-Type", response.content_type), ("Content-Length", str(len(response.body)))]
+        start_response(response.status, headers + _SECURITY_HEADERS + response.headers)
+        return [response.body]
+
+    def _route(self, environ: dict[str, Any], base: str) -> Response:
+        path = environ.get("PATH_INFO", "") or "/"
+        method = environ.get("REQUEST_METHOD", "GET")
+        action = _ACTION_PATH.fullmatch(path)
+        if action:
+            _allow(method, "POST")
+            return self._action(environ, base, action.group(1), action.group(2))
+        _allow(method, "GET", "HEAD")
+        query = parse_qs(environ.get("QUERY_STRING", ""), max_num_fields=20)
+        if path == "/":
+            return self._html(base, "Dashboard", self.pages.overview(base, query), nav="overview")
+        if path == "/workflows":
+            return self._html(base, "Workflows", self.pages.workflows(base, query), nav="workflows")
+        if path == "/static/style.css":
+            return Response("200 OK", self._css, "text/css; charset=utf-8")
+        chart = _CHART_PATH.fullmatch(path)
+        if chart:
+            return self._chart(chart.group(1), query)
+        timeline = _TIMELINE_PATH.fullmatch(path)
+        if timeline:
+            return self._timeline(timeline.group(1))
+        run = _RUN_PATH.fullmatch(path)
+        if run:
+            title, body = self.pages.run(base, run.group(1), query)
+            return self._html(base, title, body)
+        raise HttpError("404 Not Found", "No such page.")
+
+    def _render(self, name: str, **values: Any) -> str:
+        """Fill template ``name``; every value must already be HTML (escaped)."""
+        return self._templates[name].substitute(values)
+
+    def _html(self, base: str, title: str, body: str, status: str = "200 OK", nav: str = "") -> Response:
+        now = fmt_time(clock.now_ms() / 1000)
+        current = ' aria-current="page"'
+        links = "".join(
+            f'<a href="{h(base)}{href}"{current if name == nav else ""}>{h(name)}</a>'
+            for name, href in (("overview", "/"), ("workflows", "/workflows"))
+        )
+        page = self._render("page.html", title=h(title), base=h(base), prefix=h(self.client.prefix), now=h(now), nav=links, body=body)
+        return Response(status, page.encode())
+
+    def _message(self, base: str, status: str, message: str) -> Response:
+        return self._html(base, status, self._render("message.html", status=h(status), message=h(message), base=h(base)), status)
+
+    # -- SVG ------------------------------------------------------------------------
+    def _chart(self, name: str, query: dict[str, list[str]]) -> Response:
+        if name not in CHART_NAMES:
+            raise HttpError("404 Not Found", f"No chart {name}; there are {', '.join(CHART_NAMES)}.")
+        svg = render_charts(self.client, chart_window(query), (name,))[name]
+        return Response("200 OK", (XML_PROLOG + svg).encode(), SVG_TYPE)
+
+    def _timeline(self, run_id: str) -> Response:
+        run = self.client.get_run(run_id)
+        if run is None:
+            raise HttpError("404 Not Found", f"No run {run_id}.")
+        svg = run_timeline(run, self.client.get_steps(run_id), self.client.now_ms() / 1000.0)
+        return Response("200 OK", (XML_PROLOG + svg).encode(), SVG_TYPE)
+
+    # -- actions -------------------------------------------------------------------
+    def _actions(self, base: str, run: Run) -> str:
+        """Cancel while the run has not ended, retry once it failed or was canceled."""
+        forms = ["cancel.html"] if run.status not in TERMINAL_STATUSES else ["retry.html"] if run.status != "succeeded" else []
+        if not forms:
+            return ""
+        if not self.actions_enabled:
+            return self._render("actions.html", forms=f'<p class="muted">{h(ACTIONS_OFF)}</p>')
+        return self._render("actions.html", forms="".join(self._render(name, run_url=h(run_url(base, run.id))) for name in forms))
+
+    def _action(self, environ: dict[str, Any], base: str, run_id: str, action: str) -> Response:
+        form = _read_form(environ)
+        self._authorize(environ, form)
+        if action == "cancel":
+            result = cancel_run(self.client, run_id, (one(form, "reason") or "")[:200] or None)
+            notice = "cancel-refused" if not result.ok else ("canceled" if result.status == "canceled" else "cancel-requested")
+        else:
+            result = retry_run(self.client, run_id)
+            notice = "retried" if result.ok else "retry-refused"
+        if result.status is None:
+            raise HttpError("404 Not Found", f"No run {run_id}.")
+        log.info("dashboard: %s %s: %s", action, run_id, result.message, extra={"run_id": run_id})
+        location = f"{run_url(base, run_id)}?{urlencode({'notice': notice})}"
+        return Response("303 See Other", b"", "text/plain; charset=utf-8", [("Location", location)])
+
+    def _authorize(self, environ: dict[str, Any], form: dict[str, list[str]]) -> None:
+        if self._token is None:
+            raise HttpError("403 Forbidden", ACTIONS_OFF)
+        given = one(form, "token")
+        auth = environ.get("HTTP_AUTHORIZATION", "")
+        if given is None and auth.startswith("Bearer "):
+            given = auth[len("Bearer ") :]
+        if not given or not hmac.compare_digest(given.encode(), self._token):
+            raise HttpError("403 Forbidden", "Wrong or missing dashboard token.")
+
+
+def _allow(method: str, *allowed: str) -> None:
+    if method not in allowed:
+        raise HttpError("405 Method Not Allowed", f"Use {' or '.join(allowed)} here.", [("Allow", ", ".join(allowed))])
+
+
+def _read_form(environ: dict[str, Any]) -> dict[str, list[str]]:
+    raw_length = environ.get("CONTENT_LENGTH") or "0"
+    if not raw_length.isdigit():
+        raise HttpError("400 Bad Request", "Bad Content-Length.")
+    if int(raw_length) > MAX_BODY_BYTES:
+        raise HttpError("413 Content Too Large", "The form is too large.")
+    body = environ["wsgi.input"].read(int(raw_length)) if int(raw_length) else b""
+    try:
+        return parse_qs(body.decode("utf-8"), max_num_fields=10)
+    except (UnicodeDecodeError, ValueError):
+        raise HttpError("400 Bad Request", "The form is not valid.") from None
+
+
+__all__ = ["ACTIONS_OFF", "Dashboard", "MIN_TOKEN_CHARS", "NOTICES", "TOKEN_ENV", "resolve_token"]

@@ -1,0 +1,98 @@
+"""HTML pieces every dashboard page uses. Each function returns markup whose
+every value is escaped; callers pass raw values, never HTML, unless a
+parameter says it takes cells that are already HTML."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from redflow.ops.admin import fmt_error
+from redflow.ops.shown import shown_json
+
+SHOWN_JSON_CHARS = 20_000
+
+
+def h(value: Any) -> str:
+    """Escape anything for HTML text and attribute values."""
+    return html.escape(str(value), quote=True)
+
+
+def pretty(value: Any) -> str:
+    """Indented JSON for a run page, bounded; never fails (see :mod:`redflow.ops.shown`)."""
+    return shown_json(value, SHOWN_JSON_CHARS, indent=True)
+
+
+def badge(status: str) -> str:
+    return f'<span class="badge status-{h(status)}">{h(status)}</span>'
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[str]], empty: str, numeric: Sequence[int] = ()) -> str:
+    """An HTML table; ``rows`` hold cells that are already HTML (escaped)."""
+    rows = list(rows)
+    if not rows:
+        return f'<p class="empty">{h(empty)}</p>'
+
+    def cls(i: int) -> str:
+        return ' class="num"' if i in numeric else ""
+
+    head = "".join(f"<th{cls(i)}>{h(name)}</th>" for i, name in enumerate(headers))
+    body = "".join("<tr>" + "".join(f"<td{cls(i)}>{cell}</td>" for i, cell in enumerate(row)) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def options(values: Iterable[str], chosen: str | None) -> str:
+    """``<option>``s of a filter, "all" first."""
+    items = ['<option value="">all</option>']
+    items += [f'<option value="{h(v)}"{" selected" if v == chosen else ""}>{h(v)}</option>' for v in values]
+    return "".join(items)
+
+
+def run_url(base: str, run_id: str) -> str:
+    return f"{base}/runs/{quote(run_id, safe='')}"
+
+
+def run_link(base: str, run_id: str) -> str:
+    return f'<a class="mono" href="{h(run_url(base, run_id))}">{h(run_id)}</a>'
+
+
+def error_html(error: dict[str, Any]) -> str:
+    stack = error.get("stack")
+    details = f"<details><summary>stack</summary><pre>{h(stack)}</pre></details>" if stack else ""
+    return f"<pre>{h(fmt_error(error))}</pre>{details}"
+
+
+def switch(base_url: str, choices: Iterable[str], chosen: str, **keep: str | None) -> str:
+    """Links choosing a ``window``, the chosen one marked; ``keep`` carries the page's other query values."""
+    links = []
+    for choice in choices:
+        query = urlencode({**{k: v for k, v in keep.items() if v}, "window": choice})
+        current = ' aria-current="true" class="on"' if choice == chosen else ""
+        links.append(f'<a href="{h(base_url)}?{h(query)}"{current}>{h(choice)}</a>')
+    return f'<nav class="switch">{"".join(links)}</nav>'
+
+
+class HttpError(Exception):
+    """Ends a request with ``status`` and a short message page."""
+
+    def __init__(self, status: str, message: str, headers: Sequence[tuple[str, str]] = ()) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.headers = list(headers)
+
+
+@dataclass
+class Response:
+    status: str
+    body: bytes
+    content_type: str = "text/html; charset=utf-8"
+    headers: list[tuple[str, str]] = field(default_factory=list)
+
+
+def one(query: dict[str, list[str]], name: str) -> str | None:
+    values = query.get(name)
+    return values[0] if values else None

@@ -1,0 +1,264 @@
+"""The dashboard's read-only pages: overview, workflows, and one run.
+
+Each returns a title and a body of escaped HTML; the app wraps it in the
+page template. Reads are bounded whatever Redis holds: a page of runs, the
+workers' records, one pipelined round trip per chart, the newest
+``DEFAULT_MAX_RUNS`` runs per workflow, the first ``CHILDREN_SHOWN`` children.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from redflow.client import RedflowClient
+from redflow.core.keys import RUN_STATUSES
+from redflow.core.models import Run, Step
+from redflow.ops.admin import (
+    cron_entries,
+    fmt_attempt,
+    fmt_duration,
+    fmt_error,
+    fmt_seconds,
+    fmt_time,
+    preview,
+    queue_counts,
+    workflow_names,
+)
+from redflow.ops.charts import Bar, timeline
+from redflow.ops.dashboard.markup import (
+    HttpError,
+    badge,
+    error_html,
+    h,
+    one,
+    options,
+    pretty,
+    run_link,
+    switch,
+    table,
+)
+from redflow.ops.series import CHART_NAMES, render_charts
+from redflow.ops.stats import DEFAULT_MAX_RUNS, WINDOWS, fmt_optional_s, fmt_rate, parse_window, workflow_stats
+from redflow.ops.workers import list_workers
+
+MAX_LIMIT = 500
+DEFAULT_LIMIT = 50
+CHART_WINDOWS = ("1h", "24h")
+CHILDREN_SHOWN = 50
+TIMELINE_ROWS = 200
+RUNNING_SHOWN = 3
+#: What the run page says after an action (a fixed set: nothing from the request is echoed).
+NOTICES = {
+    "canceled": "Run canceled.",
+    "cancel-requested": "Cancel requested: its worker stops the run.",
+    "cancel-refused": "Not canceled: the run already ended.",
+    "retried": "Queued again; its succeeded steps will replay.",
+    "retry-refused": "Not retried: only failed or canceled runs can be retried.",
+}
+
+Render = Callable[..., str]
+
+
+class Pages:
+    """Builds page bodies from Redis; ``render(template, **values)`` fills a template."""
+
+    def __init__(self, client: RedflowClient, render: Render, actions: Callable[[str, Run], str]) -> None:
+        self.client = client
+        self._render = render
+        self._actions = actions
+
+    # -- overview ---------------------------------------------------------------
+    def overview(self, base: str, query: dict[str, list[str]]) -> str:
+        workflow, status, limit = filters(query)
+        window = chart_window(query)
+        client = self.client
+        names = workflow_names(client)
+        counts = "".join(f'<a href="{h(base)}/?status={h(s)}">{badge(s)} {h(n)}</a>' for s, n in client.status_counts().items())
+        runs = table(
+            ("run", "workflow", "status", "attempt", "created (UTC)", "duration", "error"),
+            (
+                [run_link(base, r.id), h(r.workflow), badge(r.status), h(fmt_attempt(r)), h(fmt_time(r.created_at)),
+                 h(fmt_duration(r.started_at, r.finished_at)), h(fmt_error(r.error) if r.status == "failed" else "")]
+                for r in client.list_runs(workflow=workflow, status=status, limit=limit)
+            ),
+            "No runs match.",
+        )  # fmt: skip
+        charts = render_charts(client, window)
+        return self._render(
+            "overview.html", base=h(base), queues=self._queues(), crons=self._crons(), counts=counts, runs=runs,
+            max_limit=MAX_LIMIT, limit=limit, window=h(window), workers=self.workers(base),
+            window_switch=switch(f"{base}/", CHART_WINDOWS, window, workflow=workflow, status=status, limit=str(limit)),
+            charts="".join(f'<figure class="chart-box">{charts[name]}</figure>' for name in CHART_NAMES),
+            workflow_options=options(names + ([workflow] if workflow and workflow not in names else []), workflow),
+            status_options=options(RUN_STATUSES, status),
+        )  # fmt: skip
+
+    def _queues(self) -> str:
+        return table(
+            ("queue", "ready", "processing", "scheduled"),
+            ([h(q.queue), h(q.ready), h(q.processing), h(q.scheduled)] for q in queue_counts(self.client)),
+            "No queues yet: no worker has synced a workflow.",
+            numeric=(1, 2, 3),
+        )
+
+    def _crons(self) -> str:
+        return table(
+            ("workflow", "expression", "timezone", "next (UTC)", "queue"),
+            (
+                [h(c.workflow), f"<code>{h(c.expression)}</code>", h(c.timezone or "UTC"), h(fmt_time(c.next_at)), h(c.queue)]
+                if c.error is None
+                else [h(c.id), f'<span class="muted">unreadable: {h(c.error)}</span>', "", h(fmt_time(c.next_at)), ""]
+                for c in cron_entries(self.client)
+            ),
+            "No cron triggers.",
+        )
+
+    def workers(self, base: str) -> str:
+        """The workers' records: where each runs, since when, its busy slots and what it runs."""
+        rows = []
+        for view in list_workers(self.client):
+            r = view.record
+            running = " ".join(run_link(base, run_id) for run_id, _ in r.running[:RUNNING_SHOWN])
+            more = r.busy - min(len(r.running), RUNNING_SHOWN)
+            rows.append([
+                f'<span class="badge worker-{h(view.state)}">{h(view.state)}</span>', short_id(r.id),
+                h(r.host), h(r.pid), h(", ".join(r.queues)), f"{h(r.busy)} / {h(r.slots)}", h(r.done),
+                h(fmt_time(r.started_at)), h(fmt_seconds(view.seen_s_ago)) + " ago",
+                running + (f' <span class="muted">+{h(more)}</span>' if more > 0 else ""),
+            ])  # fmt: skip
+        headers = ("state", "worker", "host", "pid", "queues", "busy", "done", "started (UTC)", "last beat", "running")
+        return table(headers, rows, "No workers: none has beaten in the last few minutes.", numeric=(3, 5, 6))
+
+    # -- workflows --------------------------------------------------------------
+    def workflows(self, base: str, query: dict[str, list[str]]) -> str:
+        window = one(query, "window") or "24h"
+        if window not in WINDOWS:
+            raise HttpError("400 Bad Request", f"window is one of {', '.join(WINDOWS)}.")
+        stats = workflow_stats(self.client, parse_window(window))
+        rows = [
+            [f'<a href="{h(base)}/?workflow={h(s.workflow)}">{h(s.workflow)}</a>{"*" if s.partial else ""}', h(f"{s.runs:,}"),
+             *(h(s.counts[st]) if s.counts[st] else '<span class="muted">0</span>' for st in RUN_STATUSES),
+             h(fmt_rate(s.success_rate)), h(fmt_optional_s(s.p50_s)), h(fmt_optional_s(s.p95_s)),
+             f'{run_link(base, s.latest_error_run)}<br><span class="error-text">{h(fmt_error(s.latest_error))}</span>'
+             if s.latest_error_run else '<span class="muted">-</span>']
+            for s in stats
+        ]  # fmt: skip
+        headers = ("workflow", "runs", *RUN_STATUSES, "success", "p50", "p95", "latest error")
+        numeric = tuple(range(1, 2 + len(RUN_STATUSES) + 3))
+        partial = any(s.partial for s in stats)
+        note = f'<p class="muted">* figures from the newest {DEFAULT_MAX_RUNS:,} runs of the window.</p>' if partial else ""
+        return self._render(
+            "workflows.html", window=h(window), note=note, switch=switch(f"{base}/workflows", WINDOWS, window),
+            table=table(headers, rows, "No workflows: no worker has synced one.", numeric=numeric),
+        )  # fmt: skip
+
+    # -- one run ------------------------------------------------------------------
+    def run(self, base: str, run_id: str, query: dict[str, list[str]]) -> tuple[str, str]:
+        run = self.client.get_run(run_id)
+        if run is None:
+            raise HttpError("404 Not Found", f"No run {run_id}.")
+        notice = NOTICES.get(one(query, "notice") or "")
+        outcome = ""
+        if run.status == "succeeded":
+            outcome = f"<section><h2>Output</h2><pre>{h(pretty(run.output))}</pre></section>"
+        elif run.error:
+            outcome = f"<section><h2>Error</h2>{error_html(run.error)}</section>"
+        steps = self.client.get_steps(run_id)
+        body = self._render(
+            "run.html", base=h(base), id=h(run.id), badge=badge(run.status), input=h(pretty(run.input)), outcome=outcome,
+            notice=f'<div class="notice">{h(notice)}</div>' if notice else "",
+            facts="".join(f"<dt>{h(k)}</dt><dd>{v}</dd>" for k, v in self._facts(base, run)),
+            actions=self._actions(base, run), steps=steps_table(steps), children=self._children(base, run),
+            timeline=run_timeline(run, steps, self.client.now_ms() / 1000.0),
+        )  # fmt: skip
+        return run.id, body
+
+    def _facts(self, base: str, run: Run) -> list[tuple[str, str]]:
+        """The run's facts as (name, HTML). Tags (issue 17) and progress (issue 18) go here, as more rows."""
+        return [
+            ("workflow", f'<a href="{h(base)}/?workflow={h(run.workflow)}">{h(run.workflow)}</a>'), ("queue", h(run.queue)),
+            ("attempt", h(fmt_attempt(run))), ("created", h(fmt_time(run.created_at))), ("started", h(fmt_time(run.started_at))),
+            ("finished", h(fmt_time(run.finished_at))), ("duration", h(fmt_duration(run.started_at, run.finished_at))),
+            ("parent", run_link(base, run.parent_run_id) if run.parent_run_id else "-"),
+            ("cancel", h(run.cancel_reason or ("requested" if run.cancel_requested_at else "-"))),
+        ]  # fmt: skip
+
+    def _children(self, base: str, run: Run) -> str:
+        ids = self.client.list_children(run.id)
+        if not ids:
+            return ""
+        children = [child for child in (self.client.get_run(i) for i in ids[:CHILDREN_SHOWN]) if child is not None]
+        rows = ([run_link(base, c.id), h(c.workflow), badge(c.status), h(fmt_duration(c.started_at, c.finished_at))] for c in children)
+        more = f'<p class="muted">and {len(ids) - CHILDREN_SHOWN:,} more</p>' if len(ids) > CHILDREN_SHOWN else ""
+        listing = table(("run", "workflow", "status", "duration"), rows, "No children.")
+        return f"<section><h2>Children ({len(ids):,})</h2>{listing}{more}</section>"
+
+
+def short_id(worker_id: str) -> str:
+    """A worker id cut to its first 8 hex digits (the whole id in the tooltip)."""
+    shown = worker_id if len(worker_id) <= 16 else worker_id[:15] + "…"
+    return f'<span class="mono" title="{h(worker_id)}">{h(shown)}</span>'
+
+
+def steps_table(steps: list[Step]) -> str:
+    rows = (
+        [
+            h(s.seq),
+            f"<code>{h(s.name)}</code>",
+            badge(s.status),
+            h(fmt_time(s.started_at)),
+            h(fmt_duration(s.started_at, s.finished_at)),
+            error_html(s.error) if s.error else f"<code>{h(preview(s.output, 300))}</code>",
+        ]
+        for s in steps
+    )
+    return table(("seq", "step", "status", "started (UTC)", "duration", "output / error"), rows, "No steps yet.", numeric=(0,))
+
+
+def timeline_bars(run: Run, steps: list[Step], now_s: float) -> tuple[list[Bar], float]:
+    """The run's wait, its run and each step as bars from its creation; and the span they cover."""
+    started = [s for s in steps if s.started_at is not None]
+    t0 = min([t for t in (run.created_at, run.started_at, *(s.started_at for s in started)) if t is not None], default=now_s)
+    end = run.finished_at or now_s
+    bars = []
+    if run.created_at is not None:
+        bars.append(Bar("waiting to start", 0.0, (run.started_at or end) - t0, "queued", "created to first start"))
+    if run.started_at is not None:
+        bars.append(Bar("run", run.started_at - t0, end - t0, run.status, f"attempt {fmt_attempt(run)}"))
+    for s in sorted(started, key=lambda s: (s.started_at or 0.0, s.seq)):
+        replayed = s.status == "succeeded" and s.attempt is not None and s.attempt < run.attempt
+        note = f"replayed: ran in attempt {s.attempt}" if replayed else (f"attempt {s.attempt}" if s.attempt and run.attempt > 1 else "")
+        finished = s.finished_at if s.finished_at is not None else end
+        bars.append(Bar(s.name, (s.started_at or t0) - t0, finished - t0, s.status, note, replayed))
+    span = max([end - t0, *(b.end_s for b in bars)], default=0.0)
+    return bars, span
+
+
+def run_timeline(run: Run, steps: list[Step], now_s: float) -> str:
+    bars, span = timeline_bars(run, steps, now_s)
+    shown = bars[:TIMELINE_ROWS]
+    return timeline(f"Timeline of {run.id}", shown, span, more=len(bars) - len(shown))
+
+
+# -- query values ---------------------------------------------------------------------
+
+
+def filters(query: dict[str, list[str]]) -> tuple[str | None, str | None, int]:
+    """Workflow, status and limit from the query string; 400 on a bad one."""
+    workflow = one(query, "workflow") or None
+    status = one(query, "status") or None
+    if workflow is not None and len(workflow) > 200:
+        raise HttpError("400 Bad Request", "The workflow name is too long.")
+    if status is not None and status not in RUN_STATUSES:
+        raise HttpError("400 Bad Request", f"Unknown status; use one of {', '.join(RUN_STATUSES)}.")
+    raw_limit = one(query, "limit") or str(DEFAULT_LIMIT)
+    if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= MAX_LIMIT:
+        raise HttpError("400 Bad Request", f"limit must be a whole number from 1 to {MAX_LIMIT}.")
+    return workflow, status, int(raw_limit)
+
+
+def chart_window(query: dict[str, list[str]]) -> str:
+    window = one(query, "window") or CHART_WINDOWS[0]
+    if window not in CHART_WINDOWS:
+        raise HttpError("400 Bad Request", f"window is one of {', '.join(CHART_WINDOWS)}.")
+    return window

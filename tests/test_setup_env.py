@@ -1,0 +1,64 @@
+"""scripts/setup-env installs what its caller needs and nothing more: the demo
+gets redis-server (and the package), the tests also faketime and Chromium.
+
+The script runs from a copy whose PATH holds only a few real tools and a stub
+apt-get that records what it was asked to install (and a .venv already up
+to date, so pip is not run): a machine without redis-server, faketime or a
+browser, where nothing is really installed.
+"""
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from helpers import ROOT
+
+TOOLS = ("bash", "dirname", "id", "touch", "grep", "cat")
+
+
+@pytest.fixture
+def bare_machine(tmp_path):
+    """(run, apt log): run(*args) runs the copied setup-env on a PATH with no redis-server, faketime or chromium."""
+    (tmp_path / "scripts").mkdir()
+    shutil.copy(ROOT / "scripts" / "setup-env", tmp_path / "scripts" / "setup-env")
+    shutil.copy(ROOT / "setup.py", tmp_path / "setup.py")
+    venv_bin = tmp_path / ".venv" / "bin"
+    venv_bin.mkdir(parents=True)
+    (venv_bin / "python").write_text('#!/bin/sh\necho "python $*" >> "$APT_LOG"\n')
+    (venv_bin / "python").chmod(0o755)
+    for stamp in (".redflow-installed", ".redflow-test-installed"):
+        (tmp_path / ".venv" / stamp).touch()  # newer than setup.py: the package is installed
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in TOOLS:
+        os.symlink(shutil.which(tool), bin_dir / tool)
+    apt_log = tmp_path / "apt.log"
+    for stub in ("apt-get", "sudo"):
+        body = 'echo "$0 $*" >> "$APT_LOG"\n' if stub == "apt-get" else 'exec "$@"\n'
+        (bin_dir / stub).write_text(f"#!{shutil.which('bash')}\n{body}")
+        (bin_dir / stub).chmod(0o755)
+
+    def run(*args):
+        env = {"PATH": str(bin_dir), "APT_LOG": str(apt_log), "HOME": str(tmp_path)}
+        done = subprocess.run([shutil.which("bash"), str(tmp_path / "scripts" / "setup-env"), *args], env=env,
+                              capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return [Path(line.split()[0]).name + " " + " ".join(line.split()[1:]) for line in apt_log.read_text().splitlines()]
+
+    return run
+
+
+def test_the_demo_set_up_installs_redis_server_and_no_browser(bare_machine):
+    assert bare_machine() == ["apt-get update -qq", "apt-get install -y -qq redis-server"]
+
+
+def test_the_test_set_up_also_installs_faketime_and_chromium(bare_machine):
+    installs = [line for line in bare_machine("--test") if "install" in line]
+    assert installs == [f"apt-get install -y -qq {package}" for package in ("redis-server", "faketime", "chromium", "chromium-driver")]
+
+
+def test_scripts_demo_runs_the_set_up_without_test_extras():
+    demo = (ROOT / "scripts" / "demo").read_text()
+    assert "scripts/setup-env\n" in demo and "--test" not in demo
