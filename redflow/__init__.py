@@ -19,6 +19,7 @@ _EXPORTS = {
     "Workflow": "registry",
     "CronTrigger": "registry",
     "get_default_registry": "registry",
+    "Retention": "core.retention",
     # client
     "create_client": "client",
     "RedflowClient": "client",
@@ -49,6 +50,8 @@ _EXPORTS = {
     "RunNotFoundError": "core.errors",
     "NonRetryableError": "core.errors",
     "NonRetriableError": "core.errors",
+    "RedisFullError": "core.errors",
+    "EvictingRedisError": "core.errors",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -72,11 +75,13 @@ if TYPE_CHECKING:
     from redflow.core.errors import (
         CanceledError,
         CorruptDataError,
+        EvictingRedisError,
         InputValidationError,
         NonRetriableError,
         NonRetryableError,
         OutputSerializationError,
         RedflowError,
+        RedisFullError,
         RunFailedError,
         RunNotFoundError,
         SerializationError,
@@ -84,6 +89,7 @@ if TYPE_CHECKING:
         UnknownWorkflowError,
     )
     from redflow.core.models import Run, Step
+    from redflow.core.retention import Retention
     from redflow.engine.context import CancelSignal, OnFailureContext, RunInfo, WorkflowContext
     from redflow.engine.worker import Worker, WorkerOptions, start_worker
     from redflow.handle import RunHandle

@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from redflow.core import codec
@@ -24,11 +25,14 @@ from redflow.core.errors import (
 )
 from redflow.core.keys import RUN_STATUSES, Keys, event_run_idempotency_key, new_id
 from redflow.core.models import EventDef, Run, RunField, Step, WorkflowField, max_attempts_of
+from redflow.core.retention import FINISHED_STATUSES, duration_s
 from redflow.core.tags import tags_json, validate_tags
 from redflow.handle import RunHandle, RunState
 from redflow.registry import Registry, Workflow, get_default_registry
 from redflow.store import bulk
 from redflow.store.connection import close_redis, create_redis, is_cluster, resolve_prefix
+from redflow.store.memory import check_eviction_policy_once, raise_when_full
+from redflow.store.purge import PurgeQuery, purge_finished
 from redflow.store.run_search import Entry, RunFilter, RunList, RunSearch
 from redflow.store.scripts import Enqueued, Scripts
 from redflow.store.server_clock import ServerClock
@@ -226,23 +230,24 @@ class RedflowClient:
                 batch.zadd(children_key, {run_id: now})
             # With nothing to send beside it, the script goes out alone (no pipeline).
             conn = batch if len(batch) else None
-            reply = self.scripts.enqueue_run(
-                run_id=run_id,
-                workflow=target.name,
-                queue=queue,
-                input_json=input_json,
-                created_at=now,
-                available_at=available_at or 0,
-                max_attempts=max_attempts or target.max_attempts,
-                idempotency_key=idempotency_key,
-                idempotency_ttl_s=idempotency_ttl,
-                replace_id=replace_id,
-                parent_run_id=parent_run_id or "",
-                extra_fields=extra_fields,
-                index_keys=index_keys,
-                conn=conn,
-            )
-            enqueued: Enqueued = batch.execute()[-1] if conn is not None else reply
+            with raise_when_full():
+                reply = self.scripts.enqueue_run(
+                    run_id=run_id,
+                    workflow=target.name,
+                    queue=queue,
+                    input_json=input_json,
+                    created_at=now,
+                    available_at=available_at or 0,
+                    max_attempts=max_attempts or target.max_attempts,
+                    idempotency_key=idempotency_key,
+                    idempotency_ttl_s=idempotency_ttl,
+                    replace_id=replace_id,
+                    parent_run_id=parent_run_id or "",
+                    extra_fields=extra_fields,
+                    index_keys=index_keys,
+                    conn=conn,
+                )
+                enqueued: Enqueued = batch.execute()[-1] if conn is not None else reply
             if enqueued.created:
                 return RunHandle(self, enqueued.run_id)
             self._unlist(run_id, enqueued.run_id, children_key, now)
@@ -260,6 +265,7 @@ class RedflowClient:
         self._load_scripts_for_batches()
         handles: list[RunHandle] = []
         pipe = self.scripts.batch()
+        sent = 0
         for value in inputs:
             run_id = new_run_id()
             self._record_queue(run_id, queue, pipe=pipe)  # before the run can be taken
@@ -277,10 +283,16 @@ class RedflowClient:
             )
             handles.append(RunHandle(self, run_id))
             if len(pipe) >= batch:
-                pipe.execute()
+                sent = self._send_runs(pipe, sent, len(handles))
         if len(pipe):
-            pipe.execute()
+            self._send_runs(pipe, sent, len(handles))
         return handles
+
+    @staticmethod
+    def _send_runs(pipe: Any, sent: int, count: int) -> int:
+        with raise_when_full(f"{sent} run(s) of this run_many call were enqueued before this batch, and some of its {count - sent} may be"):
+            pipe.execute()
+        return count
 
     def _available_at(self, delay: float | None, run_at: float | None) -> int | None:
         """When a run may start, in Redis's clock: ``delay`` counts from Redis's now."""
@@ -517,6 +529,22 @@ class RedflowClient:
         if self.keys.cluster:
             self.scripts.load_all()  # a cluster pipeline does not load scripts by itself
 
+    # -- retention: deleting finished runs -----------------------------------
+    def purge(self, older_than: float | timedelta, status: str | None = None, workflow: str | None = None, *, dry_run: bool = False) -> int:
+        """Delete finished runs (hash, steps, index entries) that ended at least
+        ``older_than`` seconds ago, only of ``status`` / ``workflow`` when given,
+        in bounded batches. Live runs are never touched. Returns how many runs
+        were deleted (with ``dry_run``, how many would be)."""
+        seconds = duration_s(older_than, "older_than", zero_ok=True)
+        if seconds is None:
+            raise RedflowError("older_than is required: purge deletes runs that ended at least that many seconds ago")
+        if status is not None and status not in FINISHED_STATUSES:
+            raise RedflowError(f"purge deletes finished runs: status must be one of {', '.join(FINISHED_STATUSES)}, not {status!r}")
+        if workflow is not None and (not isinstance(workflow, str) or not workflow):
+            raise RedflowError("workflow must be a non-empty string")
+        query = PurgeQuery(self.now_ms() - round(seconds * 1000), (status,) if status else FINISHED_STATUSES, workflow)
+        return purge_finished(self.scripts, self.redis, query, self._index_queues(), dry_run=dry_run)
+
     # -- events ------------------------------------------------------------
     def event_subscribers(self, event: str) -> list[EventDef]:
         ids = sorted(self.redis.smembers(self.keys.event_index(event)))
@@ -610,10 +638,12 @@ def create_client(
     redis-py ``Redis`` / ``RedisCluster``. It pools up to ``max_connections``
     (default 128, per node on a cluster); past that, greenlets wait for a free one."""
     if redis is not None:
-        return RedflowClient(redis, prefix=prefix, registry=registry)
-    return RedflowClient(
-        create_redis(url, cluster=cluster, max_connections=max_connections), prefix=prefix, registry=registry, owns_redis=True
-    )
+        client = RedflowClient(redis, prefix=prefix, registry=registry)
+    else:
+        base = create_redis(url, cluster=cluster, max_connections=max_connections)
+        client = RedflowClient(base, prefix=prefix, registry=registry, owns_redis=True)
+    check_eviction_policy_once(client.redis)  # an ERROR naming the fix when Redis may evict runs
+    return client
 
 
 _default_client: RedflowClient | None = None

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from redflow import cron
 from redflow.core.errors import InputValidationError, RedflowError
+from redflow.core.retention import DEFAULT_RETENTION, Retention, RetentionSpec, retention_of
 
 if TYPE_CHECKING:
     from redflow.client import RedflowClient
@@ -93,6 +94,7 @@ class Workflow:
     on_failure: OnFailure | None = None
     cron: tuple[CronTrigger, ...] = ()
     events: tuple[str, ...] = ()
+    retention: Retention = DEFAULT_RETENTION
     registry: Registry | None = field(default=None, repr=False)
 
     def validate(self, value: Any) -> Any:
@@ -170,6 +172,7 @@ def define_workflow(
     on_failure: OnFailure | None = None,
     cron: Iterable[CronTrigger | Mapping[str, Any] | str] | None = None,
     events: Iterable[str] | None = None,
+    retention: RetentionSpec = DEFAULT_RETENTION,
     registry: Registry | None = None,
 ) -> Callable[[Handler], Workflow]:
     """Decorator: define a workflow named ``name`` whose handler is the function."""
@@ -183,6 +186,10 @@ def define_workflow(
     event_names = tuple(events or ())
     if any(not isinstance(e, str) or not e for e in event_names):
         raise RedflowError(f"workflow {name!r}: event names must be non-empty strings")
+    try:
+        kept = retention_of(retention)
+    except RedflowError as exc:
+        raise RedflowError(f"workflow {name!r}: {exc}") from None
 
     def decorate(handler: Handler) -> Workflow:
         if not callable(handler):
@@ -196,6 +203,7 @@ def define_workflow(
             on_failure=on_failure,
             cron=triggers,
             events=event_names,
+            retention=kept,
         )
         return (registry if registry is not None else _default_registry).register(wf)
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from redflow import cron
 from redflow.core import codec
 from redflow.core.errors import RedflowError
-from redflow.core.models import EventDef, WorkflowField, cron_def_json, event_def_json
+from redflow.core.models import EventDef, WorkflowField, cron_def_json, event_def_json, retention_json
 from redflow.registry import CronTrigger, Registry, Workflow
 
 if TYPE_CHECKING:
@@ -72,6 +72,7 @@ def sync_registry(client: RedflowClient, registry: Registry) -> None:
                 WorkflowField.CRON_IDS_JSON: codec.dumps(cron_ids),
                 WorkflowField.EVENT_JSON: codec.dumps([{"name": e} for e in wf.events]),
                 WorkflowField.EVENT_IDS_JSON: codec.dumps(event_ids),
+                WorkflowField.RETENTION_JSON: retention_json(wf.retention),
             },
         )
     write.execute()

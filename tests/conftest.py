@@ -86,3 +86,17 @@ def cli_client(redis_url: str, prefix: str):
     c = create_client(redis_url, prefix=prefix, registry=app_registry)
     yield c
     c.close()
+
+
+@pytest.fixture
+def cli(redis_url, prefix, capsys):
+    """Run one ``redflow-gevent`` sub-command in this process: (exit code, stdout, stderr)."""
+    from redflow.ops.cli import build_parser
+
+    def run(*argv):
+        args = build_parser().parse_args([*argv, "--redis-url", redis_url, "--prefix", prefix])
+        code = args.func(args)
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run

@@ -13,19 +13,6 @@ from redflow.testing import free_port
 
 
 @pytest.fixture
-def cli(redis_url, prefix, capsys):
-    """Run one sub-command in this process: (exit code, stdout, stderr)."""
-
-    def run(*argv):
-        args = build_parser().parse_args([*argv, "--redis-url", redis_url, "--prefix", prefix])
-        code = args.func(args)
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
-
-
-@pytest.fixture
 def runs(start, registry, client):
     """One succeeded run (two steps), one failed run, one queued run of a workflow no worker serves."""
 

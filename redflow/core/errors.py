@@ -101,6 +101,23 @@ class RunNotFoundError(RedflowError, LookupError):
         super().__init__(f"Run not found: {run_id}")
 
 
+class RedisFullError(RedflowError):
+    """Redis refused a write because it is at ``maxmemory`` (policy ``noeviction``),
+    so nothing was written. Free memory (retention, ``client.purge``) or raise
+    the limit; redis-py's ``OutOfMemoryError`` is the ``__cause__``."""
+
+    def __init__(self, consequence: str = "nothing was enqueued") -> None:
+        super().__init__(
+            f"Redis is out of memory (maxmemory reached): {consequence}. Free memory (shorter retention, "
+            "client.purge() or `redflow-gevent runs purge`) or raise maxmemory"
+        )
+
+
+class EvictingRedisError(RedflowError):
+    """Redis's ``maxmemory-policy`` may evict redflow's keys (anything but
+    ``noeviction``), and the worker was told to refuse such a Redis."""
+
+
 class RunFailedError(RedflowError):
     """The awaited run ended ``failed``; ``.error`` holds its error JSON."""
 

@@ -260,6 +260,16 @@ class Keys:
         """hash: cron id -> ms it was paused (``cron pause``); a paused trigger has no ``cron:next`` entry."""
         return self._p + "cron:paused"
 
+    # -- retention (redflow-gevent extension) ------------------------------
+    def lock_retention(self) -> str:
+        """string: token of the worker whose retention cleaner runs now, with PX."""
+        return self._p + "lock:retention"
+
+    def retention_cursors(self) -> str:
+        """hash: the retention cleaner's place in each terminal status index,
+        per (queue, status, retention ms): JSON ``{score, member, kept, workflows}``."""
+        return self._p + "retention:cursors"
+
 
 def new_id(kind: str) -> str:
     """``<kind>_<canonical uuid4>``, the form of run ids and lease tokens.

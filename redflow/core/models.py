@@ -13,8 +13,9 @@ from typing import Any
 
 from redflow.core import codec
 from redflow.core.clock import ms_to_s, s_to_ms
-from redflow.core.errors import CorruptDataError
+from redflow.core.errors import CorruptDataError, RedflowError
 from redflow.core.keys import RUN_STATUSES, TERMINAL_STATUSES
+from redflow.core.retention import FINISHED_STATUSES, Retention
 from redflow.core.tags import tags_of
 
 
@@ -74,6 +75,8 @@ class WorkflowField:
     CRON_IDS_JSON = "cronIdsJson"
     EVENT_JSON = "eventJson"
     EVENT_IDS_JSON = "eventIdsJson"
+    #: redflow-gevent extension: the workflow's retention (:func:`retention_json`).
+    RETENTION_JSON = "retentionJson"
 
 
 def int_field(fields: Mapping[str, str], name: str, *, what: str, default: int | None = None) -> int | None:
@@ -165,6 +168,40 @@ class Run:
             parent_run_id=fields.get(RunField.PARENT_RUN_ID) or None,
             tags=dict(tags_of(fields.get(RunField.TAGS_JSON))),
         )
+
+
+# -- retention -------------------------------------------------------------
+
+_RETENTION_MS_FIELDS = {status: f"{status}Ms" for status in FINISHED_STATUSES}
+
+
+def retention_json(retention: Retention) -> str:
+    """The ``retentionJson`` field of a workflow's metadata: milliseconds per
+    terminal status (null: forever) and ``maxFinished`` (null: no cap)."""
+    record: dict[str, int | None] = {field: retention.keep_ms(status) for status, field in _RETENTION_MS_FIELDS.items()}
+    record["maxFinished"] = retention.max_finished
+    return codec.dumps(record)
+
+
+def retention_from_json(raw: str | None) -> Retention | None:
+    """The retention a ``retentionJson`` field names; None when absent or
+    unreadable (the reader then applies its default)."""
+    record = codec.try_loads(raw)
+    if not isinstance(record, dict):
+        return None
+    try:
+        seconds = {status: _ms_to_seconds(record.get(field)) for status, field in _RETENTION_MS_FIELDS.items()}
+        return Retention(**seconds, max_finished=record.get("maxFinished"))
+    except (RedflowError, TypeError):
+        return None
+
+
+def _ms_to_seconds(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"not a number of ms: {value!r}")
+    return value / 1000.0
 
 
 # -- steps -----------------------------------------------------------------

@@ -23,6 +23,7 @@ from redflow import __version__
 from redflow.client import RedflowClient, create_client, set_default_client
 from redflow.core.errors import RedflowError
 from redflow.core.keys import new_id
+from redflow.core.retention import Retention
 from redflow.engine.attempt import (
     WORKER_STOPPED,
     Abandoned,
@@ -39,9 +40,11 @@ from redflow.engine.heartbeat import DEFAULT_BEAT_S, Heartbeat, WorkerStatus
 from redflow.engine.lease import LeaseKeeper
 from redflow.engine.loops import BACKOFF_MAX_S, CronScheduler, Loop, Promoter, Reaper
 from redflow.engine.observers import Observers, global_observers
+from redflow.engine.retention import RetentionCleaner
 from redflow.engine.sweeper import OrphanSweeper
 from redflow.registry import Registry, get_default_registry
-from redflow.store.connection import create_redis, resolve_prefix
+from redflow.store.connection import create_redis, resolve_default_retention, resolve_prefix, resolve_refuse_evicting
+from redflow.store.memory import check_eviction_policy
 from redflow.store.mux_connection import Connection, shared_connections
 from redflow.store.slot_connection import ClusterSlotConnection, SlotConnection, slot_connection
 
@@ -69,6 +72,12 @@ class WorkerOptions:
     cancel_poll_ms: int = 100
     sweep_interval_s: float = 5.0
     cron: bool = True
+    #: Retention of runs of workflows that stored none; None: $REDFLOW_RUN_RETENTION_DAYS or the default.
+    default_retention: Retention | None = None
+    clean_retention: bool = True  # run the retention cleaner (one worker at a time cleans)
+    retention_interval_s: float = 1.0
+    #: Refuse to start on a Redis that may evict; None: $REDFLOW_REFUSE_EVICTING_REDIS.
+    refuse_evicting_redis: bool | None = None
     #: Slots share a few pipelined connections (False: one connection per slot, as before 0.2).
     share_connections: bool = True
     heartbeat_s: float = DEFAULT_BEAT_S  # the worker record, queue depth samples and chart tallies
@@ -121,6 +130,9 @@ class Worker:
         self.reaper = Reaper(client, self.queues, options.reaper_interval_ms, observers=self.observers)
         self.sweeper = OrphanSweeper(client, self.queues, interval_s=options.sweep_interval_s, observers=self.observers)
         self.cron = CronScheduler(client)
+        self.retention = RetentionCleaner(
+            client, default=resolve_default_retention(options.default_retention), interval_s=options.retention_interval_s
+        )
         self.id = new_id("worker")
         self.heartbeat = Heartbeat(
             client, self.id, self.queues, options.concurrency, self._status,
@@ -162,6 +174,7 @@ class Worker:
     def start(self) -> Worker:
         if self._started:
             return self
+        check_eviction_policy(self.client.redis, refuse=resolve_refuse_evicting(self.options.refuse_evicting_redis))
         self.client.sync_registry(self.registry)
         self.client.scripts.load_all()  # once, instead of a NOSCRIPT per slot on a fresh Redis
         if not self.queues:
@@ -183,6 +196,8 @@ class Worker:
         self._loops.append(self.heartbeat.loop)
         if self.options.cron:
             self._loops.append(Loop("cron", self.cron.step, self._loops_stop, on_noscript=reload).start())
+        if self.options.clean_retention:
+            self._loops.append(Loop("retention", self.retention.step, self._loops_stop, on_noscript=reload).start())
         # Slots share a few pipelined connections for their calls (store/mux_connection.py);
         # each keeps one of its own for blocking claims. All are opened by their first command.
         shared = shared_connections(self.client.redis, self.options.concurrency) if self.options.share_connections else []
@@ -223,6 +238,7 @@ class Worker:
             loop.wake()
         gevent.joinall([loop.greenlet for loop in self._loops if loop.greenlet is not None], timeout=2)
         self.cron.resign()
+        self.retention.stop()
         self.heartbeat.goodbye()
         self.keeper.stop()
         for conn in self._slot_conns:
@@ -398,6 +414,10 @@ def start_worker(
     cron: bool = True,
     observers: Iterable[Any] = (),
     cluster: bool = False,
+    default_retention: Retention | None = None,
+    clean_retention: bool = True,
+    retention_interval_s: float = 1.0,
+    refuse_evicting_redis: bool | None = None,
     share_connections: bool = True,
     heartbeat_s: float = DEFAULT_BEAT_S,
 ) -> Worker:
@@ -413,6 +433,10 @@ def start_worker(
         cancel_poll_ms=cancel_poll_ms,
         sweep_interval_s=sweep_interval_s,
         cron=cron,
+        default_retention=default_retention,
+        clean_retention=clean_retention,
+        retention_interval_s=retention_interval_s,
+        refuse_evicting_redis=refuse_evicting_redis,
         share_connections=share_connections,
         heartbeat_s=heartbeat_s,
     )

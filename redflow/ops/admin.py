@@ -21,6 +21,7 @@ from redflow.client import RedflowClient, create_client
 from redflow.core import codec
 from redflow.core.errors import RedflowError
 from redflow.core.models import CronDef, Run, Step
+from redflow.core.retention import FINISHED_STATUSES
 from redflow.ops.shown import shown_json
 from redflow.registry import Registry
 from redflow.store.connection import redacted_url, resolve_prefix, resolve_url
@@ -249,6 +250,31 @@ def _runs_show(client: RedflowClient, args: argparse.Namespace) -> int:
     return 0
 
 
+_DURATION_UNITS_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
+
+
+def _duration(text: str) -> float:
+    """``90``, ``90s``, ``15m``, ``1.5h``, ``7d`` or ``2w`` as seconds."""
+    value = text.strip().lower()
+    unit = _DURATION_UNITS_S.get(value[-1:], 0.0) if value else 0.0
+    try:
+        seconds = float(value[:-1] if unit else value) * (unit or 1.0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (say 90s, 15m, 1h, 7d)") from None
+    if not seconds >= 0 or seconds == float("inf"):
+        raise argparse.ArgumentTypeError(f"a duration is >= 0 and finite, not {text!r}")
+    return seconds
+
+
+def _runs_purge(client: RedflowClient, args: argparse.Namespace) -> int:
+    count = client.purge(older_than=args.older_than, status=args.status, workflow=args.workflow, dry_run=args.dry_run)
+    what = " ".join(part for part in (args.status, f"{args.workflow!r}" if args.workflow else None) if part)
+    verb = "would delete" if args.dry_run else "deleted"
+    text = f"{verb} {count} {what + ' ' if what else ''}finished run(s) that ended over {fmt_seconds(args.older_than)} ago"
+    emit(args, {"purged": count, "dry_run": args.dry_run}, text)
+    return 0
+
+
 def _queues(client: RedflowClient, args: argparse.Namespace) -> int:
     counts = queue_counts(client)
     rows = [(c.queue, c.ready, c.processing, c.scheduled) for c in counts]
@@ -310,12 +336,12 @@ def common_options() -> argparse.ArgumentParser:
 
 
 def register(subparsers: Any) -> None:
-    """Add ``runs list|show|cancel|retry``, ``queues`` and ``cron list|pause|resume|trigger``."""
+    """Add ``runs list|show|cancel|retry|purge``, ``queues`` and ``cron list|pause|resume|trigger``."""
     from redflow.ops import cron_control, run_search  # they build on this module
 
     common = common_options()
 
-    runs = subparsers.add_parser("runs", help="list, show, cancel or retry runs")
+    runs = subparsers.add_parser("runs", help="list, show, cancel, retry or purge runs")
     runs_sub = runs.add_subparsers(dest="runs_command", required=True)
     listing = runs_sub.add_parser("list", parents=[common], help="recent runs, newest first")
     run_search.add_list_options(listing)
@@ -330,6 +356,13 @@ def register(subparsers: Any) -> None:
     retry = runs_sub.add_parser("retry", parents=[common], help="run a failed or canceled run again (exit 1 otherwise), or --all matching")
     run_search.add_bulk_options(retry, "retry")
     retry.set_defaults(func=command(lambda client, args: run_search.runs_action(client, args, "retry")))
+
+    purge = runs_sub.add_parser("purge", parents=[common], help="delete finished runs that ended long enough ago (never a live run)")
+    purge.add_argument("--older-than", type=_duration, required=True, metavar="DURATION", help="e.g. 90s, 15m, 1h, 7d")
+    purge.add_argument("--status", choices=FINISHED_STATUSES, help="only runs that ended in this status")
+    purge.add_argument("--workflow", help="only runs of this workflow")
+    purge.add_argument("--dry-run", action="store_true", help="count them, delete nothing")
+    purge.set_defaults(func=command(_runs_purge))
 
     queues = subparsers.add_parser("queues", parents=[common], help="ready / processing / scheduled counts per queue")
     queues.set_defaults(func=command(_queues))

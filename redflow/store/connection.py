@@ -1,8 +1,9 @@
 """Redis clients: single server, Redis Cluster and Sentinel, from URLs.
 
 The one place environment variables are read (``REDIS_URL``,
-``REDFLOW_PREFIX``). Every client decodes replies to ``str`` (hiredis does
-it in C), so the rest of redflow never sees bytes. URLs:
+``REDFLOW_PREFIX``, ``REDFLOW_RUN_RETENTION_DAYS``,
+``REDFLOW_REFUSE_EVICTING_REDIS``). Every client decodes replies to ``str``
+(hiredis does it in C), so the rest of redflow never sees bytes. URLs:
 
 - ``redis://[user:password@]host:port/db``, ``rediss://...`` (TLS), ``unix:///path.sock``
 - ``redis+cluster://[user:password@]host:port[,host:port...]`` (``rediss+cluster://`` for TLS):
@@ -23,9 +24,12 @@ from redis.sentinel import Sentinel, SentinelConnectionPool
 
 from redflow.core.errors import RedflowError
 from redflow.core.keys import DEFAULT_PREFIX
+from redflow.core.retention import DEFAULT_RETENTION, Retention, retention_from_days
 
 DEFAULT_URL = "redis://127.0.0.1:6379/0"
 DASHBOARD_TOKEN_ENV = "REDFLOW_DASHBOARD_TOKEN"
+RETENTION_DAYS_ENV = "REDFLOW_RUN_RETENTION_DAYS"
+REFUSE_EVICTING_ENV = "REDFLOW_REFUSE_EVICTING_REDIS"
 # Pooled connections per client. When all are busy, a greenlet waits for one
 # (up to POOL_WAIT_S) instead of failing with "Too many connections": a web
 # server's thousand greenlets share a bounded pool.
@@ -48,6 +52,24 @@ def resolve_url(url: str | None = None) -> str:
 def resolve_dashboard_token(flag: str | None = None) -> str | None:
     """``--token`` wins, else ``REDFLOW_DASHBOARD_TOKEN``; ``None`` means dashboard actions are off."""
     return flag if flag is not None else os.environ.get(DASHBOARD_TOKEN_ENV) or None
+
+
+def resolve_default_retention(retention: Retention | None = None) -> Retention:
+    """The retention of runs of workflows that stored none (synced by other
+    clients, or never synced): an explicit one wins, else
+    ``REDFLOW_RUN_RETENTION_DAYS`` (days; ``forever`` keeps them), else the default."""
+    if retention is not None:
+        return retention
+    text = os.environ.get(RETENTION_DAYS_ENV, "").strip()
+    return retention_from_days(text) if text else DEFAULT_RETENTION
+
+
+def resolve_refuse_evicting(flag: bool | None = None) -> bool:
+    """Whether a worker refuses a Redis that may evict: an explicit flag wins, else
+    ``REDFLOW_REFUSE_EVICTING_REDIS`` (``1``, ``true``, ``yes``, ``on``)."""
+    if flag is not None:
+        return flag
+    return os.environ.get(REFUSE_EVICTING_ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def redacted_url(url: str) -> str:

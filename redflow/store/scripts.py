@@ -22,6 +22,7 @@ from importlib import resources
 from typing import Any, TypeVar, cast
 
 from redflow.core.keys import Keys
+from redflow.core.retention import FINISHED_STATUSES
 from redflow.store.batch import Batch
 
 #: How long the wake-up token of a finished run lives: it only matters to
@@ -46,6 +47,7 @@ SCRIPTS: Mapping[str, tuple[str, ...]] = {
     "repair_orphan": (),
     "watch_run": (),
     "search_runs": (),
+    "purge_run": ("status",),
 }
 
 
@@ -347,12 +349,20 @@ class Scripts:
         """Delete the run's lease if it is ours."""
         return self._call("unlock", [self.keys.run_lease(run_id, queue)], [token], conn, _flag)
 
+    def renew_lock(self, *, key: str, token: str, lock_ms: int, conn: Any = None) -> bool:
+        """Whether the leader lock ``key`` was ours and is renewed."""
+        return self._call("renew_lease", [key], [token, lock_ms], conn, _truthy)
+
+    def release_lock(self, *, key: str, token: str, conn: Any = None) -> bool:
+        """Delete the leader lock ``key`` if it is ours."""
+        return self._call("unlock", [key], [token], conn, _flag)
+
     def renew_cron_lock(self, *, token: str, lock_ms: int, conn: Any = None) -> bool:
         """Whether the cron leader lock was ours and is renewed."""
-        return self._call("renew_lease", [self.keys.lock_cron()], [token, lock_ms], conn, _truthy)
+        return self.renew_lock(key=self.keys.lock_cron(), token=token, lock_ms=lock_ms, conn=conn)
 
     def release_cron_lock(self, *, token: str, conn: Any = None) -> bool:
-        return self._call("unlock", [self.keys.lock_cron()], [token], conn, _flag)
+        return self.release_lock(key=self.keys.lock_cron(), token=token, conn=conn)
 
     def claim_queued_run_for_inline(self, *, run_id: str, queue: str, conn: Any = None) -> bool:
         k = self.keys
@@ -412,3 +422,47 @@ class Scripts:
         score, run_id = after if after is not None else ("", "")
         args = [score, run_id, wanted, skip_budget, batch]
         return self._call("search_runs", [walk, *probes], args, None, SearchStep.parse)
+
+    # -- purging finished runs (retention, client.purge) ----------------------
+    def purge_run(
+        self,
+        *,
+        run_id: str,
+        queue: str | None,
+        workflow: str,
+        tags: Mapping[str, str] | None = None,
+        status: str = "",
+        finished_at: str = "",
+        conn: Any = None,
+    ) -> str:
+        """Delete a finished run and every index entry naming it, if it is still
+        the run the caller saw (``status``, ``finished_at``: as read; "" for
+        unknown): ``purged`` | ``missing`` | ``live`` | ``changed``
+        (``queue``: the run's queue; only cluster mode needs it)."""
+        own = run_own_keys(self.keys, run_id, queue)
+        keys = [*own, *run_index_keys(self.keys, queue, workflow, status, tags or {})]
+        return self._call("purge_run", keys, [run_id, len(own), finished_at, workflow, status], conn, _text)
+
+
+def run_own_keys(keys: Keys, run_id: str, queue: str | None) -> list[str]:
+    """Every key that belongs to one run alone, the run hash first: deleted with the run."""
+    return [
+        keys.run(run_id, queue),
+        keys.run_steps(run_id, queue),
+        keys.run_lease(run_id, queue),
+        keys.run_done(run_id, queue),
+        keys.run_children(run_id, queue),
+    ]
+
+
+def run_index_keys(keys: Keys, queue: str | None, workflow: str, status: str = "", tags: Mapping[str, str] | None = None) -> list[str]:
+    """Every index (zset) that may name a finished run: its entry goes with the
+    run (the index of its ``status`` only, when that is known: a run that
+    changed status since is not deleted). A new index of runs is one more line here."""
+    statuses = (status,) if status in FINISHED_STATUSES else FINISHED_STATUSES
+    indexes = [keys.runs_created(queue), *(keys.runs_status(each, queue) for each in statuses)]
+    if workflow:
+        indexes.append(keys.workflow_runs(workflow, queue))
+    # the search indexes: per tag, per workflow and tag, and of failed / canceled runs
+    indexes += keys.run_index_keys(workflow, tags or {}, queue)
+    return indexes

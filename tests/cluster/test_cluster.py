@@ -14,7 +14,7 @@ from redflow.core.keys import Keys
 from redflow.ops.dashboard import serve
 from redflow.ops.stats import workflow_stats
 from redflow.ops.workers import list_workers
-from redflow.store.scripts import Scripts
+from redflow.store.scripts import SCRIPTS, Scripts
 
 #: A reply of each script's shape, for the recorder.
 _REPLIES = {
@@ -34,8 +34,7 @@ class _Recorder:
 
     def register_script(self, source):
         recorder = self
-        others = {"cancel_run", "promote_run", "unlock", "renew_lease", "claim_inline", "reap_run", "repair_orphan", "search_runs"}
-        name = next(n for n in _REPLIES.keys() | others if f"-- {n} " in source or f"-- {n}:" in source)
+        name = next(n for n in SCRIPTS if f"-- {n} " in source or f"-- {n}:" in source)
 
         class _Script:
             script = source

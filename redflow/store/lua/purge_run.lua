@@ -1,0 +1,43 @@
+-- purge_run (needs status.lua): delete one finished run whole, in one call,
+-- so that any reader (this package, the TypeScript client, the asyncio one)
+-- sees the run complete or absent. The run must still be terminal, and be
+-- the one the caller saw (same status, finishedAt and workflow): a run
+-- retried (and maybe finished again) since it was read is left alone. A run whose hash
+-- is gone already has its leftover keys and index entries removed. Only
+-- keys deleted (DEL, ZREM): it works on a Redis that is out of memory.
+-- KEYS: the run hash, then the run's other own keys (steps, lease, done,
+--       children ...), then every index that may name the run (zsets:
+--       runs:created, the terminal status zsets, workflow-runs ...)
+-- ARGV: run id, how many KEYS are the run's own keys (the hash included),
+--       finishedAt the caller saw ("" for any), workflow it saw ("" for any),
+--       status it saw ("" for any: then KEYS hold every terminal status index)
+-- Returns "purged" | "missing" (no run hash: leftovers removed)
+--       | "live" (not terminal, or a hash without a status: untouched)
+--       | "changed" (another status, finishedAt or workflow: untouched).
+local run_id, own_count, seen_finished_at, seen_workflow, seen_status = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4], ARGV[5]
+local run_key = KEYS[1]
+local own_keys = {unpack(KEYS, 1, own_count)}
+local index_keys = {unpack(KEYS, own_count + 1)}
+
+local run = redis.call("hmget", run_key, "status", "finishedAt", "workflow")
+local status, finished_at, workflow = run[1], run[2], run[3]
+local outcome = "missing"
+if status then
+  if not TERMINAL[status] then
+    return "live"
+  end
+  local function differs(seen, now)
+    return seen ~= "" and seen ~= now
+  end
+  if differs(seen_finished_at, finished_at) or differs(seen_workflow, workflow) or differs(seen_status, status) then
+    return "changed"
+  end
+  outcome = "purged"
+elseif redis.call("exists", run_key) == 1 then
+  return "live"
+end
+redis.call("del", unpack(own_keys))
+for _, index_key in ipairs(index_keys) do
+  redis.call("zrem", index_key, run_id)
+end
+return outcome

@@ -1,0 +1,146 @@
+"""Deleting finished runs in bounded batches: shared by the worker's
+retention cleaner and ``client.purge`` / ``redflow-gevent runs purge``.
+
+A run is read first (status, finishedAt, workflow: one pipelined HMGET per
+run), judged by the caller, then deleted by ``purge_run.lua``, which checks
+again inside Redis that the run is still terminal and still the one that was
+read, so a run retried meanwhile survives and a live run is never touched.
+Every call here sends at most one page of runs per round trip.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from redflow.core.keys import TERMINAL_STATUSES, Keys
+from redflow.core.models import RunField
+from redflow.core.tags import tags_of
+from redflow.store.scripts import Scripts
+
+PAGE = 500
+_READ_FIELDS = (RunField.STATUS, RunField.FINISHED_AT, RunField.WORKFLOW, RunField.TAGS_JSON)
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """A run as the purger read it. ``queue`` places its keys (cluster mode;
+    None outside it); ``status`` is None when the run hash is gone."""
+
+    run_id: str
+    queue: str | None
+    status: str | None
+    finished_at: str
+    workflow: str
+    tags: Mapping[str, str] = field(default_factory=dict)  # the run's tags: their indexes name it too
+
+    @property
+    def finished_ms(self) -> int | None:
+        """finishedAt of a terminal run, or None (live, gone, or not a number)."""
+        if self.status not in TERMINAL_STATUSES:
+            return None
+        try:
+            return int(float(self.finished_at))
+        except ValueError:
+            return None
+
+
+def read_runs(redis: Any, keys: Keys, entries: Sequence[tuple[str | None, str]], *, workflow: str = "") -> list[Seen]:
+    """``(queue, run id)`` pairs as :class:`Seen`, one round trip; ``workflow``
+    stands in for the workflow of a run whose hash is gone (so that its entry
+    in that workflow's index goes too)."""
+    if not entries:
+        return []
+    pipe = redis.pipeline(transaction=False)
+    for queue, run_id in entries:
+        pipe.hmget(keys.run(run_id, queue), _READ_FIELDS)
+    seen = []
+    for (queue, run_id), (status, finished_at, run_workflow, raw_tags) in zip(entries, pipe.execute()):
+        run_workflow = run_workflow or (workflow if status is None else "")
+        seen.append(Seen(run_id, queue, status, finished_at or "", run_workflow, tags_of(raw_tags)))
+    return seen
+
+
+def purge_runs(scripts: Scripts, redis: Any, runs: Iterable[Seen]) -> tuple[int, set[str]]:
+    """Delete ``runs`` (each only if still terminal and as seen), one round
+    trip; a run whose hash is gone already has its leftovers removed.
+    Returns how many runs were deleted, and the ids that left the indexes
+    (those and the leftovers)."""
+    runs = list({(run.queue, run.run_id): run for run in runs}.values())
+    if not runs:
+        return 0, set()
+    batch = scripts.batch()
+    for run in runs:
+        scripts.purge_run(
+            run_id=run.run_id,
+            queue=run.queue,
+            workflow=run.workflow,
+            tags=run.tags,
+            status=run.status or "",
+            finished_at=run.finished_at,
+            conn=batch,
+        )
+    outcomes = batch.execute()
+    gone = {run.run_id for run, outcome in zip(runs, outcomes) if outcome in ("purged", "missing")}
+    keys = scripts.keys
+    if keys.cluster and gone:
+        # The run-queues directory lives in another slot than the run: one more
+        # command, after the run is gone (a lookup by id then finds no run hash).
+        redis.hdel(keys.run_queues(), *gone)
+    return sum(1 for outcome in outcomes if outcome == "purged"), gone
+
+
+@dataclass(frozen=True, slots=True)
+class PurgeQuery:
+    """Which finished runs ``client.purge`` deletes: ended at or before
+    ``cutoff_ms``, in one of ``statuses``, of ``workflow`` (None: any)."""
+
+    cutoff_ms: int
+    statuses: tuple[str, ...]
+    workflow: str | None = None
+
+    def matches(self, run: Seen) -> bool:
+        finished = run.finished_ms
+        if finished is None or finished > self.cutoff_ms or run.status not in self.statuses:
+            return False
+        return self.workflow is None or run.workflow == self.workflow
+
+
+def purge_finished(
+    scripts: Scripts, redis: Any, query: PurgeQuery, index_queues: Sequence[str | None], *, dry_run: bool = False, page: int = PAGE
+) -> int:
+    """Delete (or with ``dry_run`` count) every run ``query`` matches, a page a
+    round trip. A workflow's runs are found through its ``workflow-runs``
+    index (by createdAt, never later than finishedAt); otherwise through the
+    status indexes (by the time the run ended)."""
+    keys = scripts.keys
+    indexes: list[tuple[str | None, str]] = []
+    for queue in index_queues:
+        if query.workflow is not None:
+            indexes.append((queue, keys.workflow_runs(query.workflow, queue)))
+        else:
+            indexes.extend((queue, keys.runs_status(status, queue)) for status in query.statuses)
+    total = 0
+    for queue, index in indexes:
+        total += _purge_index(scripts, redis, queue, index, query, dry_run=dry_run, page=page)
+    return total
+
+
+def _purge_index(scripts: Scripts, redis: Any, queue: str | None, index: str, query: PurgeQuery, *, dry_run: bool, page: int) -> int:
+    """Walk one index up to the cutoff a page at a time; entries left in place
+    (live, newer, dry run) are stepped over by the offset."""
+    total, offset = 0, 0
+    while True:
+        ids = redis.zrangebyscore(index, "-inf", query.cutoff_ms, start=offset, num=page)
+        runs = read_runs(redis, scripts.keys, [(queue, run_id) for run_id in ids], workflow=query.workflow or "")
+        due = [run for run in runs if query.matches(run)]
+        if dry_run:
+            total += len(due)
+            offset += len(ids)
+        else:
+            purged, removed = purge_runs(scripts, redis, [*due, *(run for run in runs if run.status is None)])
+            total += purged
+            offset += len(ids) - len(removed)
+        if len(ids) < page:
+            return total
