@@ -19,6 +19,9 @@ _EXPORTS = {
     "Workflow": "registry",
     "CronTrigger": "registry",
     "get_default_registry": "registry",
+    # flow control
+    "Concurrency": "core.flow",
+    "RateLimit": "core.flow",
     # client
     "create_client": "client",
     "RedflowClient": "client",
@@ -83,6 +86,7 @@ if TYPE_CHECKING:
         TimeoutError,
         UnknownWorkflowError,
     )
+    from redflow.core.flow import Concurrency, RateLimit
     from redflow.core.models import Run, Step
     from redflow.engine.context import CancelSignal, OnFailureContext, RunInfo, WorkflowContext
     from redflow.engine.worker import Worker, WorkerOptions, start_worker

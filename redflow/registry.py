@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from redflow import cron
 from redflow.core.errors import InputValidationError, RedflowError
+from redflow.core.flow import Concurrency, FlowControl, RateLimit
 
 if TYPE_CHECKING:
     from redflow.client import RedflowClient
@@ -94,6 +95,14 @@ class Workflow:
     cron: tuple[CronTrigger, ...] = ()
     events: tuple[str, ...] = ()
     registry: Registry | None = field(default=None, repr=False)
+    concurrency: tuple[Concurrency, ...] = ()
+    rate_limit: RateLimit | None = None
+    #: ``concurrency`` and ``rate_limit``, checked (redflow/core/flow.py)
+    flow: FlowControl = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.flow = FlowControl.of(self.name, self.concurrency, self.rate_limit)
+        self.concurrency = self.flow.concurrency
 
     def validate(self, value: Any) -> Any:
         return validate_input(self.schema, value)
@@ -169,8 +178,11 @@ def define_workflow(
     cron: Iterable[CronTrigger | Mapping[str, Any] | str] | None = None,
     events: Iterable[str] | None = None,
     registry: Registry | None = None,
+    concurrency: Concurrency | Iterable[Concurrency] | None = None,
+    rate_limit: RateLimit | None = None,
 ) -> Callable[[Handler], Workflow]:
-    """Decorator: define a workflow named ``name`` whose handler is the function."""
+    """Decorator: define a workflow named ``name`` whose handler is the function.
+    ``concurrency`` / ``rate_limit``: flow control (see redflow/core/flow.py)."""
     if not name or not isinstance(name, str):
         raise RedflowError("a workflow needs a non-empty name")
     if not queue or not isinstance(queue, str):
@@ -181,6 +193,7 @@ def define_workflow(
     event_names = tuple(events or ())
     if any(not isinstance(e, str) or not e for e in event_names):
         raise RedflowError(f"workflow {name!r}: event names must be non-empty strings")
+    flow = FlowControl.of(name, concurrency, rate_limit)
 
     def decorate(handler: Handler) -> Workflow:
         if not callable(handler):
@@ -194,6 +207,8 @@ def define_workflow(
             on_failure=on_failure,
             cron=triggers,
             events=event_names,
+            concurrency=flow.concurrency,
+            rate_limit=flow.rate_limit,
         )
         return (registry if registry is not None else _default_registry).register(wf)
 

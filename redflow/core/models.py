@@ -56,6 +56,10 @@ class RunField:
     CANCEL_REQUESTED_AT = "cancelRequestedAt"
     CANCEL_REASON = "cancelReason"
     PARENT_RUN_ID = "parentRunId"
+    # flow control (redflow-gevent extension; see redflow/core/flow.py)
+    PRIORITY = "priority"
+    LIMITS_JSON = "limitsJson"
+    HELD_BY = "heldBy"
 
 
 class WorkflowField:
@@ -69,6 +73,10 @@ class WorkflowField:
     CRON_IDS_JSON = "cronIdsJson"
     EVENT_JSON = "eventJson"
     EVENT_IDS_JSON = "eventIdsJson"
+    #: the workflow-wide concurrency limit (the asyncio package's field)
+    MAX_CONCURRENCY = "maxConcurrency"
+    #: what views show of its limits (redflow-gevent extension)
+    LIMITS_JSON = "limitsJson"
 
 
 def int_field(fields: Mapping[str, str], name: str, *, what: str, default: int | None = None) -> int | None:
