@@ -52,6 +52,7 @@ from redflow.ops.admin import (
     retry_run,
     workflow_names,
 )
+from redflow.ops.limits_view import flow_rows
 from redflow.ops.shown import shown_json
 from redflow.store.connection import DASHBOARD_TOKEN_ENV, resolve_dashboard_token
 
@@ -210,11 +211,18 @@ class Dashboard:
         names = workflow_names(client)
         counts = "".join(f'<a href="{h(base)}/?status={h(s)}">{badge(s)} {h(n)}</a>' for s, n in client.status_counts().items())
         queues = table(
-            ("queue", "ready", "processing", "scheduled"),
-            ([h(q.queue), h(q.ready), h(q.processing), h(q.scheduled)] for q in queue_counts(client)),
+            ("queue", "ready", "prioritized", "processing", "scheduled"),
+            ([h(q.queue), h(q.ready), h(q.prioritized), h(q.processing), h(q.scheduled)] for q in queue_counts(client)),
             "No queues yet: no worker has synced a workflow.",
-            numeric=(1, 2, 3),
+            numeric=(1, 2, 3, 4),
         )
+        flows = flow_rows(client)
+        limits = "" if not flows else "<section><h2>Flow control</h2>" + table(
+            ("workflow", "queue", "running", "held", "limits"),
+            ([h(f.workflow), h(f.queue), h(f.running_text), h(f.held), h(f.limits)] for f in flows),
+            "",
+            numeric=(2, 3),
+        ) + "</section>"  # fmt: skip
         crons = table(
             ("workflow", "expression", "timezone", "next (UTC)", "queue"),
             (
@@ -235,7 +243,8 @@ class Dashboard:
             "No runs match.",
         )  # fmt: skip
         body = self._render(
-            "overview.html", base=h(base), queues=queues, crons=crons, counts=counts, runs=runs, max_limit=MAX_LIMIT, limit=limit,
+            "overview.html", base=h(base), queues=queues, limits=limits, crons=crons, counts=counts, runs=runs, max_limit=MAX_LIMIT,
+            limit=limit,
             workflow_options=_options(names + ([workflow] if workflow and workflow not in names else []), workflow),
             status_options=_options(RUN_STATUSES, status),
         )  # fmt: skip

@@ -16,10 +16,11 @@ local run_id, workflow, queue, input_json, created_at = ARGV[1], ARGV[2], ARGV[3
 local available_at, max_attempts, idempotent, idem_ttl = ARGV[6], ARGV[7], ARGV[8] == "1", ARGV[9]
 local replace_id, parent_run_id = ARGV[10], ARGV[11]
 local prioritized_key, priority_seq_key = KEYS[9], KEYS[10]
+local extra = {unpack(ARGV, 12)}  -- features' field/value pairs
 local priority = nil
-for i = 12, #ARGV - 1, 2 do
-  if ARGV[i] == "priority" then
-    priority = ARGV[i + 1]
+for i = 1, #extra - 1, 2 do
+  if extra[i] == "priority" then
+    priority = extra[i + 1]
   end
 end
 
