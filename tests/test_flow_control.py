@@ -13,6 +13,7 @@ import pytest
 from gevent.event import Event
 from helpers import wait_until
 from invariants import unrecoverable
+from test_hot_path_budget import drain_counts
 
 from redflow import Concurrency, RateLimit, Registry, create_client, define_workflow
 from redflow.bench.probe import Probe, server_delta
@@ -290,3 +291,19 @@ def test_the_sweeper_frees_units_of_runs_that_are_no_longer_running(start, clien
     FlowSweeper(client, ["default"], interval_s=0.01).step()
     assert handle.result(10) == "g"
     assert r.smembers(units) == set() and r.hlen(client.keys.limits_held_index()) in (0, 1)
+
+
+def test_a_run_with_a_limit_that_has_room_still_costs_one_round_trip_and_4_commands_more(start, client, registry, redis_url):
+    """The price of a limit is paid by its runs alone (the hot path of others is
+    tests/test_hot_path_budget.py's): the counter read and taken, given back,
+    and a look at the held list, all in the same scripts."""
+
+    @define_workflow("capped-noop", registry=registry, concurrency=[Concurrency(limit=1000)])
+    def capped_noop(ctx):
+        return None
+
+    client.sync_registry(registry)
+    trips, commands, by_command = drain_counts(lambda **o: start(registry, **o), client, redis_url, capped_noop, concurrency=4)
+    assert trips <= 1.2, (trips, by_command)
+    assert commands <= 16.3, (commands, by_command)
+    assert by_command["incr"] == by_command["decr"] == 1.0, by_command
