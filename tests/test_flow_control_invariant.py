@@ -17,10 +17,9 @@ wake-up of a unit given back.
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import invariant, rule, run_state_machine_as_test
-from test_recovery_invariant import Interleavings, _workflows
+from test_recovery_invariant import PROPERTY_SETTINGS, Interleavings, _workflows
 
 from redflow import Concurrency, Registry, create_client, define_workflow
 
@@ -76,14 +75,4 @@ class LimitedInterleavings(Interleavings):
 
 def test_random_interleavings_keep_units_with_running_runs_and_wake_every_held_run(redis_url):
     LimitedInterleavings.url = redis_url
-    run_state_machine_as_test(
-        LimitedInterleavings,
-        settings=settings(
-            max_examples=150,
-            stateful_step_count=40,
-            deadline=None,
-            derandomize=True,
-            database=None,
-            suppress_health_check=[HealthCheck.too_slow],
-        ),  # fmt: skip
-    )
+    run_state_machine_as_test(LimitedInterleavings, settings=PROPERTY_SETTINGS)

@@ -6,7 +6,6 @@ the tests count starts, overlaps and order from there, not from the engine's
 own bookkeeping.
 """
 
-import os
 import time
 import uuid
 from typing import Any
@@ -14,17 +13,9 @@ from typing import Any
 import gevent
 
 from redflow import Concurrency, RateLimit, Registry, define_workflow
-from redflow.store.connection import create_redis
+from tests.apps.cli_app import side
 
 registry = Registry()
-_side: Any = None
-
-
-def side() -> Any:
-    global _side
-    if _side is None:
-        _side = create_redis(os.environ["REDIS_URL"], max_connections=500)
-    return _side
 
 
 def interval(ctx: Any) -> None:
