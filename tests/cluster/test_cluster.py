@@ -29,8 +29,9 @@ class _Recorder:
 
     def register_script(self, source):
         recorder = self
-        name = next(n for n in _REPLIES.keys() | {"cancel_run", "promote_run", "unlock", "renew_lease", "claim_inline",
-                                                 "reap_run", "repair_orphan"} if f"-- {n} " in source or f"-- {n}:" in source)  # fmt: skip
+        others = {"cancel_run", "promote_run", "unlock", "renew_lease", "claim_inline", "reap_run", "repair_orphan", "heal_limit",
+                  "ensure_marker"}  # fmt: skip
+        name = next(n for n in _REPLIES.keys() | others if f"-- {n} " in source or f"-- {n}:" in source)
 
         class _Script:
             script = source
@@ -61,8 +62,11 @@ def test_every_script_touches_keys_of_one_slot_in_cluster_mode():
     scripts.reap_run(**common)
     scripts.purge_invalid_entries(queue="emails")
     scripts.watch_run(**common)
-    assert len(rec.calls) == 12
-    assert sum(1 for keys in rec.calls if keys[-1].endswith(":run:run_x")) == 3  # start, take, settle build run keys
+    scripts.heal_limit(held_key="redflow:v1:{q:emails}:limit:2:wf:held", queue="emails")
+    scripts.ensure_marker(queue="emails")
+    assert len(rec.calls) == 14
+    # start, take, settle, cancel and heal_limit build run keys (limits name theirs, under the queue's tag: limits.lua checks)
+    assert sum(1 for keys in rec.calls if keys[-1].endswith(":run:run_x")) == 5
     for keys in rec.calls:
         assert len({key_slot(k.encode()) for k in keys}) == 1, keys
 
