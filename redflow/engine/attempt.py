@@ -259,7 +259,8 @@ class Attempt:
         try:
             self.created_at_ms = int_field(fields, RunField.CREATED_AT, what=what)
             int_field(fields, RunField.ATTEMPT, what=what)  # a count that is not a number is corrupt
-            parse_limits(fields.get(RunField.LIMITS_JSON), self.rt.keys.scope(self.queue))  # one the scripts ignored fails here
+            if RunField.LIMITS_JSON in fields:  # limits the scripts could not read fail the run here
+                parse_limits(fields[RunField.LIMITS_JSON], self.rt.keys.scope(self.queue))
             self.info = RunInfo(self.run_id, name, self.queue, attempt, max_attempts_of(fields, what=what))
         except RedflowError as exc:
             return Failed(exc)
