@@ -20,6 +20,9 @@ _EXPORTS = {
     "CronTrigger": "registry",
     "get_default_registry": "registry",
     "Retention": "core.retention",
+    # flow control
+    "Concurrency": "core.flow",
+    "RateLimit": "core.flow",
     # client
     "create_client": "client",
     "RedflowClient": "client",
@@ -88,6 +91,7 @@ if TYPE_CHECKING:
         TimeoutError,
         UnknownWorkflowError,
     )
+    from redflow.core.flow import Concurrency, RateLimit
     from redflow.core.models import Run, Step
     from redflow.core.retention import Retention
     from redflow.engine.context import CancelSignal, OnFailureContext, RunInfo, WorkflowContext

@@ -23,6 +23,7 @@ from redflow.core.errors import (
     TimeoutError,
     UnknownWorkflowError,
 )
+from redflow.core.flow import check_priority, limits_spec
 from redflow.core.keys import RUN_STATUSES, Keys, event_run_idempotency_key, new_id
 from redflow.core.models import EventDef, Run, RunField, Step, WorkflowField, max_attempts_of
 from redflow.core.retention import FINISHED_STATUSES, duration_s
@@ -148,13 +149,24 @@ class RedflowClient:
         self._synced_targets[name] = (now_s, target)
         return target
 
-    def encode_input(self, target: _Target, input: Any) -> str:
+    def prepare_input(self, target: _Target, input: Any) -> tuple[Any, str]:
+        """The validated input and its JSON."""
         if target.workflow is not None:
             input = target.workflow.validate(input)
         try:
-            return codec.dumps(input, what="input")
+            return input, codec.dumps(input, what="input")
         except SerializationError as exc:
             raise InputValidationError(f"input of workflow {target.name!r} is not JSON-serializable: {exc}") from exc
+
+    def _flow_fields(self, target: _Target, queue: str, value: Any, priority: int) -> dict[str, str]:
+        """The run-hash fields of flow control: its priority, and the limits its
+        workflow puts on it (computed here when the workflow is known locally;
+        else the worker computes them when it first claims the run)."""
+        fields = {RunField.PRIORITY: str(priority)} if check_priority(priority) else {}
+        workflow = target.workflow
+        if workflow is not None and workflow.flow.active:
+            fields[RunField.LIMITS_JSON] = limits_spec(self.keys, target.name, queue, workflow.flow, value)
+        return fields
 
     def run(
         self,
@@ -169,14 +181,17 @@ class RedflowClient:
         parent_run_id: str | None = None,
         idempotency_ttl: int = IDEMPOTENCY_TTL_S,
         tags: Mapping[str, str] | None = None,
+        priority: int = 0,
     ) -> RunHandle:
         """Start a run of ``workflow`` (a name or a ``Workflow``); same
         ``idempotency_key`` => same run, never enqueued twice. ``tags``: a few
-        ``str -> str`` pairs to find the run by (``list_runs(tags=...)``)."""
+        ``str -> str`` pairs to find the run by (``list_runs(tags=...)``).
+        ``priority`` 0..9: within its queue, a waiting run of higher priority starts first."""
         target = self.resolve_workflow(workflow)
         return self._enqueue(
             target,
-            self.encode_input(target, input),
+            self.prepare_input(target, input),
+            priority=priority,
             idempotency_key=idempotency_key,
             queue=queue,
             available_at=self._available_at(delay, run_at),
@@ -186,16 +201,16 @@ class RedflowClient:
             tags=validate_tags(tags),
         )
 
-    def _enqueue(self, target: _Target, input_json: str, **options: Any) -> RunHandle:
+    def _enqueue(self, target: _Target, prepared: tuple[Any, str], **options: Any) -> RunHandle:
         if not _ENQUEUE_HOOKS:
-            return self._enqueue_now(target, input_json, **options)
-        run_ids = _hooked("enqueue", target.name, lambda fields: [self._enqueue_now(target, input_json, hook_fields=fields, **options).id])
+            return self._enqueue_now(target, prepared, **options)
+        run_ids = _hooked("enqueue", target.name, lambda fields: [self._enqueue_now(target, prepared, hook_fields=fields, **options).id])
         return RunHandle(self, run_ids[0])
 
     def _enqueue_now(
         self,
         target: _Target,
-        input_json: str,
+        prepared: tuple[Any, str],
         *,
         idempotency_key: str | None,
         queue: str | None,
@@ -205,19 +220,21 @@ class RedflowClient:
         idempotency_ttl: int,
         tags: Mapping[str, str] | None = None,
         hook_fields: Mapping[str, str] | None = None,
+        priority: int = 0,
     ) -> RunHandle:
         if max_attempts is not None and (not isinstance(max_attempts, int) or max_attempts < 1):
             raise RedflowError("max_attempts must be an int >= 1")
         if idempotency_key is not None and (not isinstance(idempotency_key, str) or not idempotency_key):
             raise RedflowError("idempotency_key must be a non-empty string")
-        extra_fields = dict(hook_fields or {})
+        queue = queue or target.queue
+        value, input_json = prepared
+        extra_fields = {**(hook_fields or {}), **self._flow_fields(target, queue, value, priority)}
         if tags:
             extra_fields[RunField.TAGS_JSON] = tags_json(tags)
         now = self.now_ms()
         replace_id = ""
         # An idempotency key naming a run that failed, was canceled or is gone
         # may be taken over; the script only swaps it if it still names that run.
-        queue = queue or target.queue
         children_key = self._children_key(parent_run_id) if parent_run_id else None
         index_keys = self.keys.tag_index_keys(target.name, tags, queue) if tags else ()
         for _ in range(8):
@@ -257,7 +274,9 @@ class RedflowClient:
             replace_id = enqueued.run_id
         raise RedflowError(f"idempotency key {idempotency_key!r} keeps changing hands; giving up")
 
-    def run_many(self, workflow: Workflow | str, inputs: Iterable[Any], *, queue: str | None = None, batch: int = 500) -> list[RunHandle]:
+    def run_many(
+        self, workflow: Workflow | str, inputs: Iterable[Any], *, queue: str | None = None, batch: int = 500, priority: int = 0
+    ) -> list[RunHandle]:
         """Start many runs of one workflow, one pipelined round trip per
         ``batch`` runs (no idempotency keys, no delays): bulk loads and benches."""
         target = self.resolve_workflow(workflow)
@@ -266,19 +285,21 @@ class RedflowClient:
         handles: list[RunHandle] = []
         pipe = self.scripts.batch()
         sent = 0
-        for value in inputs:
+        for raw in inputs:
             run_id = new_run_id()
+            value, input_json = self.prepare_input(target, raw)
             self._record_queue(run_id, queue, pipe=pipe)  # before the run can be taken
             self.scripts.enqueue_run(
                 run_id=run_id,
                 workflow=target.name,
                 queue=queue,
-                input_json=self.encode_input(target, value),
+                input_json=input_json,
                 created_at=self.now_ms(),
                 available_at=0,
                 max_attempts=target.max_attempts,
                 idempotency_key=None,
                 idempotency_ttl_s=IDEMPOTENCY_TTL_S,
+                extra_fields=self._flow_fields(target, queue, value, priority),
                 conn=pipe,
             )
             handles.append(RunHandle(self, run_id))
@@ -583,7 +604,7 @@ class RedflowClient:
             target = self.resolve_workflow(sub.workflow)
             handle = self._enqueue(
                 target,
-                self.encode_input(target, payload),
+                self.prepare_input(target, payload),
                 idempotency_key=event_run_idempotency_key(name, idempotency_key) if idempotency_key else None,
                 queue=sub.queue,
                 available_at=available_at,

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from redflow import cron
 from redflow.core.errors import InputValidationError, RedflowError
+from redflow.core.flow import Concurrency, FlowControl, RateLimit
 from redflow.core.retention import DEFAULT_RETENTION, Retention, RetentionSpec, retention_of
 
 if TYPE_CHECKING:
@@ -96,6 +97,14 @@ class Workflow:
     events: tuple[str, ...] = ()
     retention: Retention = DEFAULT_RETENTION
     registry: Registry | None = field(default=None, repr=False)
+    concurrency: tuple[Concurrency, ...] = ()
+    rate_limit: RateLimit | None = None
+    #: ``concurrency`` and ``rate_limit``, checked (redflow/core/flow.py)
+    flow: FlowControl = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.flow = FlowControl.of(self.name, self.concurrency, self.rate_limit)
+        self.concurrency = self.flow.concurrency
 
     def validate(self, value: Any) -> Any:
         return validate_input(self.schema, value)
@@ -174,8 +183,11 @@ def define_workflow(
     events: Iterable[str] | None = None,
     retention: RetentionSpec = DEFAULT_RETENTION,
     registry: Registry | None = None,
+    concurrency: Concurrency | Iterable[Concurrency] | None = None,
+    rate_limit: RateLimit | None = None,
 ) -> Callable[[Handler], Workflow]:
-    """Decorator: define a workflow named ``name`` whose handler is the function."""
+    """Decorator: define a workflow named ``name`` whose handler is the function.
+    ``concurrency`` / ``rate_limit``: flow control (see redflow/core/flow.py)."""
     if not name or not isinstance(name, str):
         raise RedflowError("a workflow needs a non-empty name")
     if not queue or not isinstance(queue, str):
@@ -190,6 +202,7 @@ def define_workflow(
         kept = retention_of(retention)
     except RedflowError as exc:
         raise RedflowError(f"workflow {name!r}: {exc}") from None
+    flow = FlowControl.of(name, concurrency, rate_limit)
 
     def decorate(handler: Handler) -> Workflow:
         if not callable(handler):
@@ -204,6 +217,8 @@ def define_workflow(
             cron=triggers,
             events=event_names,
             retention=kept,
+            concurrency=flow.concurrency,
+            rate_limit=flow.rate_limit,
         )
         return (registry if registry is not None else _default_registry).register(wf)
 

@@ -61,6 +61,7 @@ def sync_registry(client: RedflowClient, registry: Registry) -> None:
         _sync_crons(client, write, wf, cron_ids, _stored_ids(prev_cron_raw), prev_defs, paused, now)
         _sync_events(client, write, wf, event_ids, _stored_ids(prev_event_raw))
         write.sadd(keys.workflows(), wf.name)
+        _sync_limits(write, keys.workflow(wf.name), wf)
         write.hset(
             keys.workflow(wf.name),
             mapping={
@@ -76,6 +77,21 @@ def sync_registry(client: RedflowClient, registry: Registry) -> None:
             },
         )
     write.execute()
+
+
+def _sync_limits(pipe: Pipeline, key: str, wf: Workflow) -> None:
+    """The workflow-wide limit as the asyncio package spells it (``maxConcurrency``),
+    and what views show of the limits; a workflow without them drops both."""
+    fields: dict[Any, Any] = {}  # redis-py types mapping keys invariantly
+    if wf.flow.active:
+        fields[WorkflowField.LIMITS_JSON] = codec.dumps(wf.flow.summary())
+    if wf.flow.workflow_limit is not None:
+        fields[WorkflowField.MAX_CONCURRENCY] = str(wf.flow.workflow_limit)
+    stale = [name for name in (WorkflowField.LIMITS_JSON, WorkflowField.MAX_CONCURRENCY) if name not in fields]
+    if fields:
+        pipe.hset(key, mapping=fields)
+    if stale:
+        pipe.hdel(key, *stale)
 
 
 def _cron_json(trigger: CronTrigger) -> dict[str, Any]:

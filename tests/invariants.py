@@ -2,7 +2,9 @@
 
 Every run whose status is ``queued`` or ``running`` is in its queue's ready
 or processing list (so a worker claims it, or the reaper returns it to ready
-once no lease covers it), and every ``scheduled`` run is in its queue's
+once no lease covers it), or, queued, in its queue's prioritized zset (the
+marker in ready stands for it) or in the held list of one of its limits (a
+unit given back wakes it); and every ``scheduled`` run is in its queue's
 scheduled zset (so the promoter finds it). A run that breaks this is stuck
 for good: nothing ever looks at it again.
 
@@ -17,12 +19,23 @@ from collections.abc import Iterable
 from typing import Any
 
 _CHECK_LUA = """
--- KEYS: per run, 4 keys: run, ready, processing, scheduled; ARGV: the run ids
+-- KEYS: per run, 5 keys: run, ready, processing, scheduled, prioritized; ARGV: the run ids
+local function held(run_key, run_id)
+  local ok, spec = pcall(cjson.decode, redis.call("hget", run_key, "limitsJson") or "")
+  for _, entry in ipairs(ok and type(spec) == "table" and spec.c or {}) do
+    if redis.call("lpos", entry[2], run_id) then
+      return true
+    end
+  end
+  return false
+end
 local broken = {}
 for i, run_id in ipairs(ARGV) do
-  local base = (i - 1) * 4
+  local base = (i - 1) * 5
   local status = redis.call("hget", KEYS[base + 1], "status")
-  if status == "queued" or status == "running" then
+  if status == "queued" and (redis.call("zscore", KEYS[base + 5], run_id) or held(KEYS[base + 1], run_id)) then
+    -- waiting for the marker, or for a unit of a limit
+  elseif status == "queued" or status == "running" then
     if not redis.call("lpos", KEYS[base + 2], run_id) and not redis.call("lpos", KEYS[base + 3], run_id) then
       table.insert(broken, run_id)
       table.insert(broken, status .. " but in neither ready nor processing")
@@ -46,7 +59,7 @@ def unrecoverable(r: Any, keys: Any, run_ids: Iterable[str], queue: str = "defau
         script_keys = []
         for run_id in batch:
             script_keys += [keys.run(run_id, queue), keys.queue_ready(queue), keys.queue_processing(queue),
-                            keys.queue_scheduled(queue)]  # fmt: skip
+                            keys.queue_scheduled(queue), keys.queue_prioritized(queue)]  # fmt: skip
         flat = r.eval(_CHECK_LUA, len(script_keys), *script_keys, *batch)
         broken.update(zip(flat[::2], flat[1::2]))
     return broken

@@ -113,11 +113,11 @@ def test_queues_counts_ready_processing_and_scheduled(cli, registry, client, r):
     r.lmove(client.keys.queue_ready("alpha"), client.keys.queue_processing("alpha"), "RIGHT", "LEFT")  # as a worker's claim
     code, out, _ = cli("queues")
     assert code == 0 and [line.split() for line in out.splitlines()] == [
-        ["QUEUE", "READY", "PROCESSING", "SCHEDULED"],
-        ["alpha", "2", "1", "1"],
+        ["QUEUE", "READY", "PRIORITIZED", "PROCESSING", "SCHEDULED"],
+        ["alpha", "2", "0", "1", "1"],
     ]
     code, out, _ = cli("queues", "--json")
-    assert orjson.loads(out) == [{"queue": "alpha", "ready": 2, "processing": 1, "scheduled": 1}]
+    assert orjson.loads(out) == [{"queue": "alpha", "ready": 2, "processing": 1, "scheduled": 1, "prioritized": 0, "workflows": []}]
 
 
 def test_cron_list_shows_next_times_and_flags_a_broken_definition(cli, registry, client, r):

@@ -45,3 +45,10 @@ def test_readme_examples_run(case, redis_url, prefix):
         assert result.stdout.strip().endswith("42")
     else:
         assert "scheduled" in result.stdout and "True" in result.stdout and "still running" in result.stdout
+
+
+def test_the_flow_control_example_runs(redis_url, prefix):
+    (block,) = [b for b in python_blocks() if "Concurrency(limit=2, key=lambda input" in b]
+    result = run_python(block, redis_url, prefix)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().endswith("99 20")

@@ -379,16 +379,17 @@ class Interleavings(RuleBasedStateMachine):
             self.client.close()
 
 
+#: The state machines' budget (also tests/test_flow_control_invariant.py's): reproducible, bounded.
+PROPERTY_SETTINGS = settings(
+    max_examples=150,
+    stateful_step_count=40,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+
+
 def test_random_interleavings_of_every_script_keep_every_run_findable_and_end_each_run(redis_url):
     Interleavings.url = redis_url
-    run_state_machine_as_test(
-        Interleavings,
-        settings=settings(
-            max_examples=150,
-            stateful_step_count=40,
-            deadline=None,
-            derandomize=True,
-            database=None,
-            suppress_health_check=[HealthCheck.too_slow],
-        ),  # fmt: skip
-    )
+    run_state_machine_as_test(Interleavings, settings=PROPERTY_SETTINGS)

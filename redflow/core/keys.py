@@ -179,6 +179,61 @@ class Keys:
         ``core/tally.py``); expires a while after the bucket ends."""
         return f"{self._p}stats:{span_s}:{start_ms}"
 
+    def queue_prioritized(self, queue: str) -> str:
+        """zset (redflow-gevent extension): run ids enqueued with a priority > 0 ->
+        (10 - priority) * 2**40 + enqueue sequence; a marker entry in ready stands for them."""
+        return f"{self._p}q:{queue}:prioritized" if not self.cluster else self._scoped(queue) + "prioritized"
+
+    def queue_priority_seq(self, queue: str) -> str:
+        """string (redflow-gevent extension): the enqueue sequence of prioritized runs (INCR)."""
+        return f"{self._p}q:{queue}:priority-seq" if not self.cluster else self._scoped(queue) + "priority-seq"
+
+    # -- flow control (redflow-gevent extension but the first, the asyncio package's) --
+    # Run keys and these meet in the start and settle scripts, so in cluster mode
+    # they carry the run's queue tag: a limit then counts the runs of one queue.
+    def scope(self, queue: str | None = None) -> str:
+        """What every key of ``queue``'s runs starts with (``P:``, or ``P:{q:<queue>}:`` in cluster mode)."""
+        return self._scoped(queue)
+
+    def workflow_running(self, name: str, queue: str | None = None) -> str:
+        """string: how many runs of workflow ``name`` are running, the counter of the
+        asyncio ``redflow`` package (its ``max_concurrency``): a workflow-wide
+        ``Concurrency`` counts there, so that both workers respect one limit."""
+        return f"{self._scoped(queue)}workflow-running:{name}"
+
+    def _limit(self, workflow: str, index: int | None, value: str | None, queue: str | None) -> str:
+        base = f"{self._scoped(queue)}limit:{enc(workflow)}"
+        return base if index is None else f"{base}:{index}:{enc(value or '')}"
+
+    def limit_units(self, workflow: str, index: int, value: str, queue: str | None = None) -> str:
+        """set: ids of the running runs holding a unit of the keyed limit number
+        ``index`` of ``workflow`` for key value ``value``."""
+        return self._limit(workflow, index, value, queue) + ":running"
+
+    def limit_held(self, workflow: str, index: int | None = None, value: str | None = None, queue: str | None = None) -> str:
+        """list: ids of runs waiting (queued) for a unit of one concurrency limit of
+        ``workflow`` (the workflow-wide one without ``index``), first held first."""
+        return self._limit(workflow, index, value, queue) + ":held"
+
+    def limit_waiting(self, workflow: str, queue: str | None = None) -> str:
+        """set: ids of the runs of ``workflow`` held by any of its limits (what views count)."""
+        return self._limit(workflow, None, None, queue) + ":waiting"
+
+    def limits_held_index(self, queue: str | None = None) -> str:
+        """hash: held list key -> JSON of its limit, for every limit with held runs
+        (the sweeper's work list: it re-counts their units and wakes held runs)."""
+        return self._scoped(queue) + "limits:held"
+
+    def rate_window(self, workflow: str, value: str | None, queue: str | None = None) -> str:
+        """zset: ``<run id>:<attempt>`` -> ms of each start within the rate limit's
+        period (a sliding log); ``+ ":next"``: the due time of the last run it held."""
+        base = f"{self._scoped(queue)}rate:{enc(workflow)}"
+        return base if value is None else f"{base}:{enc(value)}"
+
+    def lock_limits(self, queue: str | None = None) -> str:
+        """string: held by the worker whose sweeper heals the limits of this scope now."""
+        return self._scoped(queue) + "lock:limits"
+
     # -- idempotency -------------------------------------------------------
     def idempotency(self, workflow: str, key: str, queue: str | None = None) -> str:
         """string: run id for (workflow, idempotency key), with EX ttl (cluster: per queue)."""

@@ -62,6 +62,10 @@ class RunField:
     TAGS_JSON = "tagsJson"
     TRACEPARENT = "traceparent"
     TRACESTATE = "tracestate"
+    # flow control (redflow-gevent extension; see redflow/core/flow.py)
+    PRIORITY = "priority"
+    LIMITS_JSON = "limitsJson"
+    HELD_BY = "heldBy"
 
 
 class WorkflowField:
@@ -77,6 +81,10 @@ class WorkflowField:
     EVENT_IDS_JSON = "eventIdsJson"
     #: redflow-gevent extension: the workflow's retention (:func:`retention_json`).
     RETENTION_JSON = "retentionJson"
+    #: the workflow-wide concurrency limit (the asyncio package's field)
+    MAX_CONCURRENCY = "maxConcurrency"
+    #: what views show of its limits (redflow-gevent extension)
+    LIMITS_JSON = "limitsJson"
 
 
 def int_field(fields: Mapping[str, str], name: str, *, what: str, default: int | None = None) -> int | None:

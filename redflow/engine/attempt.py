@@ -26,12 +26,14 @@ from redflow.core.errors import (
     SerializationError,
     UnknownWorkflowError,
 )
+from redflow.core.flow import parse_limits
 from redflow.core.keys import new_id
 from redflow.core.models import RunField, int_field, max_attempts_of
 from redflow.core.retry import compute_retry_delay_ms, is_retryable
 from redflow.core.tags import tags_of
 from redflow.engine.context import CancelSignal, OnFailureContext, RunInfo, RunInterrupt, WorkflowContext
 from redflow.engine.lease import Lease
+from redflow.engine.limits import start_admitted
 from redflow.engine.observers import AttemptReport, Observers
 from redflow.engine.step import RunningStep, StepApi, load_step_cache
 
@@ -139,6 +141,8 @@ class Runtime:
     spawn_attempt: Callable[[Attempt], gevent.Greenlet]
     wake_promoter: Callable[[int], None]
     stopping: Callable[[], bool] = field(default=lambda: False)
+    #: the worker's workflows with limits, for the start scripts (see engine/limits.py)
+    limited: str = ""
     observe: Callable[[Attempt, Outcome], None] = field(default=lambda attempt, outcome: None)
     observers: Observers = field(default_factory=Observers)
 
@@ -198,12 +202,18 @@ class Attempt:
                 return self._finish(self._purge_invalid())
             self.lease.renewed_at_ms = _mono_ms()
             reply = rt.scripts.start_run(
-                run_id=self.run_id, queue=self.queue, token=self.token, lease_ms=rt.lease_ms, now=self.now_ms(), conn=self.conn
-            )
-        if reply.workflow:  # skip / cancel name the workflow, for reports and metrics
+                run_id=self.run_id, queue=self.queue, token=self.token, lease_ms=rt.lease_ms, now=self.now_ms(),
+                limited=rt.limited, conn=self.conn,
+            )  # fmt: skip
+        refused = None
+        if reply.kind == "admit":  # enqueued without the limits its workflow declares
+            reply, refused = start_admitted(self, reply)
+        if reply.workflow:  # skip / cancel / held name the workflow, for reports and metrics
             self.info = RunInfo(self.run_id, reply.workflow, self.queue, 0, 1)
-        if reply.kind in ("busy", "missing", "skip"):
-            return self._finish(Skipped(reply.kind if reply.kind != "skip" else f"status {reply.status}"))
+        if reply.kind in ("busy", "missing", "skip", "held"):
+            if reply.kind == "held" and reply.detail:
+                rt.wake_promoter(int(reply.detail))  # held by the rate limit until then
+            return self._finish(Skipped(f"status {reply.status}" if reply.kind == "skip" else reply.kind))
         if reply.kind == "cancel":
             return self._finish(self.settle(Canceled(CanceledError())))
         self.started_at = time.time()
@@ -214,6 +224,9 @@ class Attempt:
         if not isinstance(prepared, tuple):
             return self._finish(self.settle(prepared))
         workflow, input_value = prepared
+        if refused is not None:  # a limit's key function failed on the input: deterministic, so no retry
+            self._on_failure(workflow, refused, input_value)
+            return self._finish(self.settle(Failed(refused)))
         if rt.observers.active:
             rt.observers.on_start(self.run_id, self.info.workflow, self.queue, self.info.attempt)
             rt.observers.on_attempt_begin(self.info, fields)
@@ -257,6 +270,8 @@ class Attempt:
         try:
             self.created_at_ms = int_field(fields, RunField.CREATED_AT, what=what)
             int_field(fields, RunField.ATTEMPT, what=what)  # a count that is not a number is corrupt
+            if RunField.LIMITS_JSON in fields:  # limits the scripts could not read fail the run here
+                parse_limits(fields[RunField.LIMITS_JSON], self.rt.keys.scope(self.queue))
             tags = tags_of(fields.get(RunField.TAGS_JSON))
             self.info = RunInfo(self.run_id, name, self.queue, attempt, max_attempts_of(fields, what=what), tags)
         except RedflowError as exc:
@@ -349,6 +364,7 @@ class Attempt:
             cleanup=self._cleanup,
             next_token=next_token,
             index_keys=rt.keys.terminal_index_keys(self.info.workflow, self.info.tags, self.queue),
+            limited=rt.limited,
             conn=self.conn,
             **args,
         )

@@ -2,7 +2,8 @@
 
 Invariant kept by every script: a run whose status is ``queued`` or
 ``running`` is in its queue's ready or processing list (a live lease may
-cover it too, but never instead). The reaper recovers runs from processing
+cover it too, but never instead; a queued run may instead wait in its
+queue's prioritized zset or a limit's held list, see engine/limits.py). The reaper recovers runs from processing
 lists; the sweeper finds runs that break the invariant anyway: left so by
 older versions (whose "busy" path removed a run's only entry), or by a
 Redis that lost writes. It walks the ``runs:status:running`` index a page

@@ -3,7 +3,8 @@
 Each slot is a greenlet with its own Redis connection that loops: claim a
 run (a non-blocking LMOVE probe over all queues in round-robin order, then
 a BLMOVE on one rotating queue), execute one attempt, settle it. Beside the
-slots run the lease keeper, the promoter, the reaper and the cron scheduler.
+slots run the lease keeper, the promoter, the reaper, the sweepers and the
+cron scheduler.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from redis.exceptions import RedisError
 from redflow import __version__
 from redflow.client import RedflowClient, create_client, set_default_client
 from redflow.core.errors import RedflowError
+from redflow.core.flow import PRIORITY_MARKER
 from redflow.core.keys import new_id
 from redflow.core.retention import Retention
 from redflow.engine.attempt import (
@@ -38,6 +40,7 @@ from redflow.engine.attempt import (
 )
 from redflow.engine.heartbeat import DEFAULT_BEAT_S, Heartbeat, WorkerStatus
 from redflow.engine.lease import LeaseKeeper
+from redflow.engine.limits import FlowSweeper, limited_names
 from redflow.engine.loops import BACKOFF_MAX_S, CronScheduler, Loop, Promoter, Reaper
 from redflow.engine.observers import Observers, global_observers
 from redflow.engine.retention import RetentionCleaner
@@ -129,6 +132,7 @@ class Worker:
         self.promoter = Promoter(client, self.queues)
         self.reaper = Reaper(client, self.queues, options.reaper_interval_ms, observers=self.observers)
         self.sweeper = OrphanSweeper(client, self.queues, interval_s=options.sweep_interval_s, observers=self.observers)
+        self.flow_sweeper = FlowSweeper(client, self.queues, interval_s=options.sweep_interval_s)
         self.cron = CronScheduler(client)
         self.retention = RetentionCleaner(
             client, default=resolve_default_retention(options.default_retention), interval_s=options.retention_interval_s
@@ -151,6 +155,7 @@ class Worker:
             wake_promoter=self.promoter.wake_for,
             observe=self._observe,
             observers=self.observers,
+            limited=limited_names(registry),
         )
 
     def __repr__(self) -> str:
@@ -189,6 +194,7 @@ class Worker:
             self.promoter.loop,
             Loop("reaper", self.reaper.step, self._loops_stop, on_noscript=reload).start(),
             Loop("sweeper", self.sweeper.step, self._loops_stop, on_noscript=reload).start(),
+            Loop("limits", self.flow_sweeper.step, self._loops_stop, on_noscript=reload).start(),
             Loop("watchdog", self._watch_connections, self._loops_stop).start(),
             Loop("registry", self._resync_if_lost, self._loops_stop).start(),
         ]
@@ -299,16 +305,12 @@ class Worker:
         count = len(queues)
         start = self._cursors[index]
         if count > 1:
-            scripts, lease_ms = self.client.scripts, self.options.lease_ms
             for offset in range(count):
                 queue = queues[(start + offset) % count]
-                token, sent_ms = new_id("lease"), time.monotonic() * 1000.0
-                taken = scripts.take_run(queue=queue, token=token, lease_ms=lease_ms, now=self.client.now_ms(), conn=conn)
-                if taken is not None:
+                claimed = self._take(conn, queue, 0.0)
+                if claimed is not None:
                     self._cursors[index] = (start + offset + 1) % count
-                    if self.observers.active:
-                        self.observers.on_claim(queue, 0.0)
-                    return Claimed(queue, taken.run_id, token, taken.start, sent_ms, time.time())
+                    return claimed
                 if self._stopping.is_set():
                     return None
         queue = queues[start % count]
@@ -321,9 +323,24 @@ class Worker:
         )
         if not run_id:
             return None
+        if run_id == PRIORITY_MARKER:  # stands for the queue's prioritized runs: take the best one
+            return self._take(conn, queue, time.monotonic() - began, marker_moved=True)
         if self.observers.active:
             self.observers.on_claim(queue, time.monotonic() - began)
         return Claimed(queue, run_id, new_id("lease"), claimed_at=time.time())
+
+    def _take(self, conn: Connection, queue: str, waited_s: float, *, marker_moved: bool = False) -> Claimed | None:
+        """Claim and start the next run of ``queue`` in one call (take_run), or None."""
+        token, sent_ms = new_id("lease"), time.monotonic() * 1000.0
+        taken = self.client.scripts.take_run(
+            queue=queue, token=token, lease_ms=self.options.lease_ms, now=self.client.now_ms(), limited=self.runtime.limited,
+            marker_moved=marker_moved, conn=conn,
+        )  # fmt: skip
+        if taken is None:
+            return None
+        if self.observers.active:
+            self.observers.on_claim(queue, waited_s)
+        return Claimed(queue, taken.run_id, token, taken.start, sent_ms, time.time())
 
     def _resync_if_lost(self) -> float:
         """Sync the registry again when its metadata vanished from Redis (a

@@ -22,6 +22,7 @@ from redflow.core import codec
 from redflow.core.errors import RedflowError
 from redflow.core.models import CronDef, Run, Step
 from redflow.core.retention import FINISHED_STATUSES
+from redflow.ops.limits_view import flow_rows
 from redflow.ops.shown import shown_json
 from redflow.registry import Registry
 from redflow.store.connection import redacted_url, resolve_prefix, resolve_url
@@ -34,12 +35,14 @@ PREVIEW_CHARS = 60
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class QueueCounts:
-    """How many runs sit in each list of one queue."""
+    """How many runs sit in each list of one queue (``prioritized``: runs with a
+    priority > 0, waiting apart from ready, where one marker entry stands for them)."""
 
     queue: str
     ready: int
     processing: int
     scheduled: int
+    prioritized: int = 0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -84,7 +87,7 @@ def index_queues(client: RedflowClient) -> list[str | None]:
 
 
 def queue_counts(client: RedflowClient, queues: Iterable[str] | None = None) -> list[QueueCounts]:
-    """Ready / processing / scheduled counts of ``queues`` (default: :func:`known_queues`), one round trip."""
+    """Ready / processing / scheduled / prioritized counts of ``queues`` (default: :func:`known_queues`), one round trip."""
     keys = client.keys
     names = list(queues) if queues is not None else known_queues(client)
     pipe = client.redis.pipeline(transaction=False)
@@ -92,8 +95,9 @@ def queue_counts(client: RedflowClient, queues: Iterable[str] | None = None) -> 
         pipe.llen(keys.queue_ready(queue))
         pipe.llen(keys.queue_processing(queue))
         pipe.zcard(keys.queue_scheduled(queue))
+        pipe.zcard(keys.queue_prioritized(queue))
     counts = pipe.execute()
-    return [QueueCounts(queue, *counts[3 * i : 3 * i + 3]) for i, queue in enumerate(names)]
+    return [QueueCounts(queue, *counts[4 * i : 4 * i + 4]) for i, queue in enumerate(names)]
 
 
 def cron_entries(client: RedflowClient) -> list[CronEntry]:
@@ -276,9 +280,16 @@ def _runs_purge(client: RedflowClient, args: argparse.Namespace) -> int:
 
 
 def _queues(client: RedflowClient, args: argparse.Namespace) -> int:
-    counts = queue_counts(client)
-    rows = [(c.queue, c.ready, c.processing, c.scheduled) for c in counts]
-    emit(args, counts, format_table(("QUEUE", "READY", "PROCESSING", "SCHEDULED"), rows) if counts else "(no queues)")
+    """Counts per queue; then, per workflow with limits, runs running / limit and held
+    (in JSON, under each queue's ``workflows``)."""
+    counts, flows = queue_counts(client), flow_rows(client)
+    rows = [(c.queue, c.ready, c.prioritized, c.processing, c.scheduled) for c in counts]
+    text = format_table(("QUEUE", "READY", "PRIORITIZED", "PROCESSING", "SCHEDULED"), rows) if counts else "(no queues)"
+    if flows:
+        flow_table = [(f.workflow, f.queue, f.running_text, f.held, f.limits) for f in flows]
+        text += "\n\n" + format_table(("WORKFLOW", "QUEUE", "RUNNING", "HELD", "LIMITS"), flow_table)
+    data = [{**jsonable(c), "workflows": [jsonable(f) for f in flows if f.queue == c.queue]} for c in counts]
+    emit(args, data, text)
     return 0
 
 
@@ -364,7 +375,9 @@ def register(subparsers: Any) -> None:
     purge.add_argument("--dry-run", action="store_true", help="count them, delete nothing")
     purge.set_defaults(func=command(_runs_purge))
 
-    queues = subparsers.add_parser("queues", parents=[common], help="ready / processing / scheduled counts per queue")
+    queues = subparsers.add_parser(
+        "queues", parents=[common], help="ready / processing / scheduled counts per queue, and flow control per workflow"
+    )
     queues.set_defaults(func=command(_queues))
 
     cron = subparsers.add_parser("cron", help="cron triggers")

@@ -4,7 +4,9 @@ Install the ``metrics`` extra (``prometheus_client``). The observer keeps
 its own ``CollectorRegistry`` (not prometheus_client's global one), so two
 workers in one process never clash. Counters and histograms move on the
 worker's hot path (a label lookup and an increment each, nothing that waits); the
-in-flight gauge is read from ``worker.in_flight`` only when scraped.
+in-flight gauge is read from ``worker.in_flight`` only when scraped, and so
+are the flow-control gauges (runs running / limit / held per workflow with
+limits, two Redis round trips per scrape).
 
 Step durations are labelled by workflow and status, not by step name:
 names like ``f"part-{i}"`` would give every run its own series.
@@ -29,6 +31,7 @@ except ImportError as exc:  # an optional dependency: say how to get it
 from redflow.core.errors import RedflowError
 from redflow.engine.observers import AttemptReport, WorkerObserver
 from redflow.ops.dashboard import start_wsgi_server
+from redflow.ops.limits_view import flow_rows
 from redflow.ops.workers import STATES, list_workers, totals
 
 if TYPE_CHECKING:
@@ -97,6 +100,35 @@ class _RegistryCollector(Collector):
         yield slots
 
 
+class _FlowCollector(Collector):
+    """Per workflow of the attached worker that has limits: running, limit, held
+    (read from Redis at scrape time, as ``redflow-gevent queues`` shows them)."""
+
+    def __init__(self, observer: MetricsObserver) -> None:
+        self._observer = observer
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        running = GaugeMetricFamily("redflow_flow_running_runs", "Runs running of a workflow with limits.", labels=["workflow"])
+        limit = GaugeMetricFamily("redflow_flow_limit", "The workflow-wide concurrency limit.", labels=["workflow"])
+        held = GaugeMetricFamily("redflow_flow_held_runs", "Runs held back by a concurrency or rate limit.", labels=["workflow"])
+        worker = self._observer.worker
+        names = [wf.name for wf in worker.registry.list() if wf.flow.active] if worker is not None else []
+        if names:
+            try:
+                rows = flow_rows(worker.client, names) if worker is not None else []
+            except RedisError as exc:  # a scrape must still answer: the other metrics do not need Redis
+                log.warning("metrics: could not read flow control counts (%s)", exc)
+                rows = []
+            for row in rows:
+                running.add_metric([row.workflow], row.running)
+                held.add_metric([row.workflow], row.held)
+                if row.limit is not None:
+                    limit.add_metric([row.workflow], row.limit)
+        yield running
+        yield limit
+        yield held
+
+
 class MetricsObserver(WorkerObserver):
     """Turns worker events into Prometheus metrics; pass it to ``start_worker(observers=[...])``."""
 
@@ -127,6 +159,7 @@ class MetricsObserver(WorkerObserver):
         self.recovered = Counter("redflow_reaper_recoveries", "Runs of dead workers the reaper returned to ready.", ["queue"], registry=reg)
         reg.register(_SlotsCollector(self))
         reg.register(_RegistryCollector(self))
+        reg.register(_FlowCollector(self))
 
     def attach(self, worker: Worker) -> MetricsObserver:
         """Read in-flight slots from ``worker`` at scrape time."""

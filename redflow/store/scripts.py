@@ -3,7 +3,7 @@
 Each multi-key state change that must be atomic is one script, kept in its
 own file under ``store/lua/`` with a header (purpose, KEYS, ARGV, returns).
 :data:`SCRIPTS` is the one list of them: a script's name and the helper
-files (``status``, ``owns``, ``finalize``) put before it. Scripts are
+files (``status``, ``owns``, ``finalize``, ``limits``, ...) put before it. Scripts are
 registered once per client with redis-py's ``register_script`` so calls use
 EVALSHA (reloading on NOSCRIPT), and each script touches only the keys its
 wrapper builds, so Redis Cluster needs changes in ``keys.py`` alone.
@@ -29,15 +29,18 @@ from redflow.store.batch import Batch
 #: waiters already blocked (they re-read the run at least once a second).
 WAKE_TTL_MS = 60 * 1000
 
+#: Helpers of the scripts that claim and start runs (flow control and priorities included).
+_CLAIM = ("limits", "priority", "start", "claim")
+
 #: Script name -> the helper files it needs, in order. The one list of scripts.
 SCRIPTS: Mapping[str, tuple[str, ...]] = {
-    "enqueue_run": (),
-    "start_run": ("status", "start"),
-    "take_run": ("status", "start"),
-    "settle_run": ("status", "finalize", "terminal_index", "start"),
-    "cancel_run": ("status", "finalize", "terminal_index"),
-    "retry_run": ("status", "terminal_index"),
-    "promote_run": (),
+    "enqueue_run": ("priority",),
+    "start_run": ("status", "limits", "start"),
+    "take_run": ("status", *_CLAIM),
+    "settle_run": ("status", "finalize", "terminal_index", *_CLAIM),
+    "cancel_run": ("status", "finalize", "terminal_index", "limits"),
+    "retry_run": ("status", "terminal_index", "priority"),
+    "promote_run": ("priority",),
     "unlock": (),
     "renew_lease": (),
     "claim_inline": (),
@@ -48,6 +51,8 @@ SCRIPTS: Mapping[str, tuple[str, ...]] = {
     "watch_run": (),
     "search_runs": (),
     "purge_run": ("status",),
+    "heal_limit": ("status", "limits"),
+    "ensure_marker": ("priority",),
 }
 
 
@@ -87,8 +92,11 @@ class StartReply:
     """Starting a claimed run: ``kind`` is ``started`` (with the run's
     ``fields`` as they were read, and ``steps`` when an earlier attempt may
     have stored some), ``busy`` (another attempt holds it), ``missing``,
-    ``skip`` (not queued/running: ``status``) or ``cancel`` (a cancel is
-    pending). ``attempt`` is the attempt number the start made."""
+    ``skip`` (not queued/running: ``status``), ``cancel`` (a cancel is
+    pending), ``held`` (a limit holds it back: ``status`` it waits in, and
+    ``detail`` the ms it is due, or "") or ``admit`` (its limits are to be
+    computed: ``detail`` is its inputJson). ``attempt`` is the attempt number
+    the start made."""
 
     kind: str
     status: str = ""
@@ -96,6 +104,7 @@ class StartReply:
     fields: dict[str, str] = field(default_factory=dict)
     steps: dict[str, str] = field(default_factory=dict)
     attempt: int = 0
+    detail: str = ""
 
     @classmethod
     def parse(cls, reply: Sequence[Any]) -> StartReply:
@@ -103,7 +112,7 @@ class StartReply:
         if kind == "started":
             return cls(kind, fields=_pairs(reply[1]), steps=_pairs(reply[2]), attempt=int(reply[3]))
         if len(reply) > 2:
-            return cls(kind, status=reply[1], workflow=reply[2])
+            return cls(kind, status=reply[1], workflow=reply[2] or "", detail=reply[3] if len(reply) > 3 else "")
         return cls(kind)
 
 
@@ -255,7 +264,8 @@ class Scripts:
         idem_key = k.idempotency(workflow, idempotency_key, queue) if idempotency_key is not None else run_key
         keys = [
             run_key, k.runs_created(queue), k.runs_status("queued", queue), k.runs_status("scheduled", queue),
-            k.workflow_runs(workflow, queue), k.queue_ready(queue), k.queue_scheduled(queue), idem_key, *index_keys,
+            k.workflow_runs(workflow, queue), k.queue_ready(queue), k.queue_scheduled(queue), idem_key,
+            k.queue_prioritized(queue), k.queue_priority_seq(queue), *index_keys,
         ]  # fmt: skip
         args = [
             run_id, workflow, queue, input_json, created_at, available_at, max_attempts,
@@ -265,17 +275,37 @@ class Scripts:
             args += [part for pair in extra_fields.items() for part in pair]
         return self._call("enqueue_run", keys, args, conn, Enqueued.parse)
 
-    def start_run(self, *, run_id: str, queue: str, token: str, lease_ms: int, now: int, conn: Any = None) -> StartReply:
-        """Start a run the caller moved into processing itself."""
+    def start_run(
+        self,
+        *,
+        run_id: str,
+        queue: str,
+        token: str,
+        lease_ms: int,
+        now: int,
+        limited: str = "",
+        limits_json: str = "",
+        conn: Any = None,
+    ) -> StartReply:
+        """Start a run the caller moved into processing itself. ``limited``: the
+        worker's workflows with limits (:func:`redflow.engine.limits.limited_names`);
+        ``limits_json``: the limits the worker computed for a run handed back
+        with ``admit`` ("-" when it has none)."""
         k = self.keys
         keys = [k.queue_processing(queue), *k.all_runs_status(queue)]
-        return self._call("start_run", keys, [run_id, token, lease_ms, now, k.run_prefix(queue)], conn, StartReply.parse)
+        args = [run_id, token, lease_ms, now, k.run_prefix(queue), limited, limits_json]
+        return self._call("start_run", keys, args, conn, StartReply.parse)
 
-    def take_run(self, *, queue: str, token: str, lease_ms: int, now: int, conn: Any = None) -> Claim | None:
-        """Claim the next run of ``queue`` and start it; None when the queue is empty."""
+    def take_run(
+        self, *, queue: str, token: str, lease_ms: int, now: int, limited: str = "", marker_moved: bool = False, conn: Any = None
+    ) -> Claim | None:
+        """Claim the next run of ``queue`` and start it; None when nothing was started.
+        ``marker_moved``: the caller's BLMOVE took the priority marker (it goes back
+        to ready and the best prioritized run is taken instead)."""
         k = self.keys
-        keys = [k.queue_ready(queue), k.queue_processing(queue), *k.all_runs_status(queue)]
-        return self._call("take_run", keys, [token, lease_ms, now, k.run_prefix(queue)], conn, _claim)
+        keys = [k.queue_ready(queue), k.queue_processing(queue), *k.all_runs_status(queue), k.queue_prioritized(queue)]
+        args = [token, lease_ms, now, k.run_prefix(queue), limited, "1" if marker_moved else "0"]
+        return self._call("take_run", keys, args, conn, _claim)
 
     def settle_run(
         self,
@@ -293,6 +323,7 @@ class Scripts:
         cleanup: bool = True,
         next_token: str = "",
         index_keys: Sequence[str] = (),
+        limited: str = "",
         conn: Any = None,
     ) -> Settled:
         """Finalize (``status`` terminal) or schedule a retry (``status="scheduled"``).
@@ -304,11 +335,12 @@ class Scripts:
         k = self.keys
         keys = [
             k.run(run_id, queue), *k.all_runs_status(queue), k.queue_processing(queue), k.run_lease(run_id, queue),
-            k.run_done(run_id, queue), k.queue_scheduled(queue), k.queue_ready(queue), *index_keys,
+            k.run_done(run_id, queue), k.queue_scheduled(queue), k.queue_ready(queue), k.queue_prioritized(queue),
+            *index_keys,
         ]  # fmt: skip
         args = [
             run_id, status, now, output_json, error_json, token, WAKE_TTL_MS, retry_at,
-            "1" if check_lease else "0", "1" if cleanup else "0", next_token, lease_ms, k.run_prefix(queue),
+            "1" if check_lease else "0", "1" if cleanup else "0", next_token, lease_ms, k.run_prefix(queue), limited,
         ]  # fmt: skip
         return self._call("settle_run", keys, args, conn, Settled.parse)
 
@@ -319,16 +351,17 @@ class Scripts:
         k = self.keys
         keys = [
             k.run(run_id, queue), *k.all_runs_status(queue), k.run_done(run_id, queue), k.queue_scheduled(queue),
-            k.run_lease(run_id, queue), k.queue_processing(queue), *index_keys,
+            k.run_lease(run_id, queue), k.queue_processing(queue), k.queue_prioritized(queue), *index_keys,
         ]  # fmt: skip
-        return self._call("cancel_run", keys, [run_id, now, reason, error_json, WAKE_TTL_MS], conn, _text)
+        return self._call("cancel_run", keys, [run_id, now, reason, error_json, WAKE_TTL_MS, k.run_prefix(queue)], conn, _text)
 
     def retry_run(self, *, run_id: str, queue: str, now: int, index_keys: Sequence[str] = (), conn: Any = None) -> RetryReply:
         """``index_keys``: the run's failed / canceled index pairs, which a retried run leaves."""
         k = self.keys
         keys = [
             k.run(run_id, queue), *k.all_runs_status(queue), k.queue_ready(queue), k.run_done(run_id, queue),
-            k.run_lease(run_id, queue), k.queue_processing(queue), *index_keys,
+            k.run_lease(run_id, queue), k.queue_processing(queue), k.queue_prioritized(queue), k.queue_priority_seq(queue),
+            *index_keys,
         ]  # fmt: skip
         return self._call("retry_run", keys, [run_id, now], conn, RetryReply.parse)
 
@@ -337,7 +370,7 @@ class Scripts:
         k = self.keys
         keys = [
             k.run(run_id, queue), k.queue_scheduled(queue), k.runs_status("scheduled", queue), k.runs_status("queued", queue),
-            k.queue_ready(queue),
+            k.queue_ready(queue), k.queue_prioritized(queue), k.queue_priority_seq(queue),
         ]  # fmt: skip
         return self._call("promote_run", keys, [run_id, now], conn, _text)
 
@@ -442,6 +475,19 @@ class Scripts:
         own = run_own_keys(self.keys, run_id, queue)
         keys = [*own, *run_index_keys(self.keys, queue, workflow, status, tags or {})]
         return self._call("purge_run", keys, [run_id, len(own), finished_at, workflow, status], conn, _text)
+
+    def heal_limit(self, *, held_key: str, queue: str | None, conn: Any = None) -> int:
+        """Count the units of the concurrency limit whose held list is ``held_key``
+        again, and move as many held runs back to ready as units are free (how many)."""
+        k = self.keys
+        keys = [k.limits_held_index(queue), k.runs_status("running", queue)]
+        return self._call("heal_limit", keys, [held_key, k.run_prefix(queue)], conn, int)
+
+    def ensure_marker(self, *, queue: str, conn: Any = None) -> bool:
+        """Whether ``queue`` had prioritized runs but no marker, and got one."""
+        k = self.keys
+        keys = [k.queue_ready(queue), k.queue_processing(queue), k.queue_prioritized(queue)]
+        return self._call("ensure_marker", keys, [], conn, _flag)
 
 
 def run_own_keys(keys: Keys, run_id: str, queue: str | None) -> list[str]:

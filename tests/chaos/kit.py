@@ -86,9 +86,10 @@ def watched(client: Any) -> Any:
 
     def enqueue_flagged(**kwargs: Any) -> Any:
         every_other = bulk[0] and kwargs["run_id"][-1] in "02468ace"
-        if not every_other:  # besides the fields the client stores (tags, a trace context)
-            kwargs["extra_fields"] = {**(kwargs.get("extra_fields") or {}), "waiters": "1"}
-        return enqueue(**kwargs)
+        extra = dict(kwargs.pop("extra_fields", None) or {})  # the client's own (flow control)
+        if not every_other:
+            extra["waiters"] = "1"
+        return enqueue(**kwargs, extra_fields=extra)
 
     def run_many_half_flagged(*args: Any, **kwargs: Any) -> Any:
         bulk[0] = True

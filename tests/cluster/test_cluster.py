@@ -70,8 +70,11 @@ def test_every_script_touches_keys_of_one_slot_in_cluster_mode():
     scripts.watch_run(**common)
     probes = [keys.workflow_tag("wf", "customer", "42", "emails"), keys.runs_status("queued", "emails")]
     scripts.search_runs(walk=keys.tag("customer", "42", "emails"), probes=probes, after=None, wanted=1, skip_budget=1, batch=1)
-    assert len(rec.calls) == 13
-    assert sum(1 for keys in rec.calls if keys[-1].endswith(":run:run_x")) == 3  # start, take, settle build run keys
+    scripts.heal_limit(held_key="redflow:v1:{q:emails}:limit:2:wf:held", queue="emails")
+    scripts.ensure_marker(queue="emails")
+    assert len(rec.calls) == 15
+    # start, take, settle, cancel and heal_limit build run keys (limits name theirs, under the queue's tag: limits.lua checks)
+    assert sum(1 for keys in rec.calls if keys[-1].endswith(":run:run_x")) == 5
     for keys in rec.calls:
         assert len({key_slot(k.encode()) for k in keys}) == 1, keys
 

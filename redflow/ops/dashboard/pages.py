@@ -36,6 +36,7 @@ from redflow.ops.dashboard.markup import (
     switch,
     table,
 )
+from redflow.ops.limits_view import flow_rows
 from redflow.ops.series import CHART_NAMES, render_charts
 from redflow.ops.stats import DEFAULT_MAX_RUNS, WINDOWS, fmt_optional_s, fmt_rate, parse_window, workflow_stats
 from redflow.ops.workers import list_workers
@@ -80,7 +81,8 @@ class Pages:
         crons = dashboard_operations.crons_section(client, self.actions_enabled, base)
         charts = render_charts(client, window)
         return self._render(
-            "overview.html", base=h(base), queues=self._queues(), crons=crons, counts=counts, runs=runs, tag_input=tag_input,
+            "overview.html", base=h(base), queues=self._queues(), limits=self._limits(), crons=crons, counts=counts, runs=runs,
+            tag_input=tag_input,
             max_limit=MAX_LIMIT, limit=limit, window=h(window), workers=self.workers(base),
             window_switch=switch(f"{base}/", CHART_WINDOWS, window, workflow=workflow, status=status, limit=str(limit)),
             charts="".join(f'<figure class="chart-box">{charts[name]}</figure>' for name in CHART_NAMES),
@@ -90,10 +92,22 @@ class Pages:
 
     def _queues(self) -> str:
         return table(
-            ("queue", "ready", "processing", "scheduled"),
-            ([h(q.queue), h(q.ready), h(q.processing), h(q.scheduled)] for q in queue_counts(self.client)),
+            ("queue", "ready", "prioritized", "processing", "scheduled"),
+            ([h(q.queue), h(q.ready), h(q.prioritized), h(q.processing), h(q.scheduled)] for q in queue_counts(self.client)),
             "No queues yet: no worker has synced a workflow.",
-            numeric=(1, 2, 3),
+            numeric=(1, 2, 3, 4),
+        )
+
+    def _limits(self) -> str:
+        """Per workflow with limits: runs running / limit, and runs held back (none: no section)."""
+        flows = flow_rows(self.client)
+        if not flows:
+            return ""
+        rows = ([h(f.workflow), h(f.queue), h(f.running_text), h(f.held), h(f.limits)] for f in flows)
+        return (
+            "<section><h2>Flow control</h2>"
+            + table(("workflow", "queue", "running", "held", "limits"), rows, "", numeric=(2, 3))
+            + "</section>"
         )
 
     def workers(self, base: str) -> str:

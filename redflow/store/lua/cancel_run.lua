@@ -1,18 +1,20 @@
--- cancel_run (needs status.lua, finalize.lua, terminal_index.lua): a client's cancel.
+-- cancel_run (needs status.lua, finalize.lua, terminal_index.lua, limits.lua): a client's cancel.
 -- A queued or scheduled run is canceled at once, and so is a running one
 -- whose lease is gone (nobody is executing it: its worker died or stalled;
 -- a stalled one is refused at its next write). A running run whose lease is
--- held gets cancelRequestedAt, and its worker stops it.
--- KEYS: run, the six status zsets, done, queue scheduled, lease, queue processing,
+-- held gets cancelRequestedAt, and its worker stops it. A run canceled at
+-- once leaves the prioritized zset, a held list, or (running) gives its
+-- units back (limits.lua).
+-- KEYS: run, the six status zsets, done, queue scheduled, lease, queue processing, queue prioritized,
 --       then the run's failed / canceled index pairs (terminal_index.lua)
--- ARGV: run id, now ms, reason, errorJson, wake ttl ms
+-- ARGV: run id, now ms, reason, errorJson, wake ttl ms, run key prefix
 -- Returns "canceled" | "requested" | "terminal" | "missing".
 local run_key = KEYS[1]
 local index = status_keys(2)
-local done_key, queue_scheduled_key, lease_key, processing_key = KEYS[8], KEYS[9], KEYS[10], KEYS[11]
-local run_id, now, reason, error_json, wake_ttl = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local done_key, queue_scheduled_key, lease_key, processing_key, prioritized_key = KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12]
+local run_id, now, reason, error_json, wake_ttl, run_prefix = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 
-local run = redis.call("hmget", run_key, "status", "waiters")
+local run = redis.call("hmget", run_key, "status", "waiters", "priority", "limitsJson", "heldBy")
 local prev, waiters = run[1], run[2]
 if not prev then
   return "missing"
@@ -24,11 +26,17 @@ redis.call("hset", run_key, "cancelRequestedAt", now, "cancelReason", reason)
 local unheld = prev == "running" and redis.call("exists", lease_key) == 0
 if prev == "queued" or prev == "scheduled" or unheld then
   finalize(run_key, index, run_id, prev, "canceled", now, "", error_json, {}, true)
-  index_terminal(12, "canceled", run_id, now)
+  index_terminal(13, "canceled", run_id, now)
   wake_waiters(done_key, waiters, wake_ttl)
   redis.call("zrem", queue_scheduled_key, run_id)
   if unheld then
     redis.call("lrem", processing_key, 0, run_id)
+  end
+  if run[3] and prev == "queued" then
+    redis.call("zrem", prioritized_key, run_id)
+  end
+  if run[4] then
+    flow_cancel(prev, run[4], run[5], run_id, run_prefix)
   end
   return "canceled"
 end

@@ -1,7 +1,9 @@
--- enqueue_run: create a run and enqueue it, or return the run its
--- idempotency key holds.
+-- enqueue_run (needs priority.lua): create a run and enqueue it, or return
+-- the run its idempotency key holds. A run with a "priority" field > 0 waits
+-- in the prioritized zset (priority.lua) instead of the ready list.
 -- KEYS: run, runs:created, status:queued, status:scheduled, workflow-runs,
 --       queue ready, queue scheduled, idempotency key (the run key when none),
+--       queue prioritized, queue priority sequence,
 --       then any indexes the run joins with score createdAt (a tagged run's tag indexes)
 -- ARGV: run id, workflow, queue, inputJson, createdAt ms,
 --       availableAt ms (<= createdAt: now), maxAttempts, "1" if idempotent,
@@ -14,7 +16,15 @@ local workflow_runs_key, ready_key, queue_scheduled_key, idem_key = KEYS[5], KEY
 local run_id, workflow, queue, input_json, created_at = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local available_at, max_attempts, idempotent, idem_ttl = ARGV[6], ARGV[7], ARGV[8] == "1", ARGV[9]
 local replace_id, parent_run_id = ARGV[10], ARGV[11]
-local index_keys = {unpack(KEYS, 9)}
+local prioritized_key, priority_seq_key = KEYS[9], KEYS[10]
+local index_keys = {unpack(KEYS, 11)}
+local extra = {unpack(ARGV, 12)}  -- features' field/value pairs
+local priority = nil
+for i = 1, #extra - 1, 2 do
+  if extra[i] == "priority" then
+    priority = extra[i + 1]
+  end
+end
 
 if idempotent then
   local current = redis.call("get", idem_key)
@@ -47,6 +57,6 @@ if scheduled then
   redis.call("zadd", queue_scheduled_key, available_at, run_id)
 else
   redis.call("zadd", queued_key, created_at, run_id)
-  redis.call("lpush", ready_key, run_id)
+  push_ready(ready_key, prioritized_key, priority_seq_key, run_id, priority)
 end
 return {"created", run_id}

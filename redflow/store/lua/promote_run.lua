@@ -1,9 +1,12 @@
--- promote_run: the promoter moves a due scheduled run to queued and pushes
--- it to ready.
--- KEYS: run, queue scheduled, status:scheduled, status:queued, queue ready
+-- promote_run (needs priority.lua): the promoter moves a due scheduled run to
+-- queued and pushes it to ready (by its priority, see priority.lua); a run
+-- the rate limit held goes to the claim end: its turn has come.
+-- KEYS: run, queue scheduled, status:scheduled, status:queued, queue ready,
+--       queue prioritized, queue priority sequence
 -- ARGV: run id, now ms
 -- Returns "promoted" | "not_due" | "missing" | "stale".
 local run_key, queue_scheduled_key, scheduled_key, queued_key, ready_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local prioritized_key, priority_seq_key = KEYS[6], KEYS[7]
 local run_id, now = ARGV[1], ARGV[2]
 
 local score = redis.call("zscore", queue_scheduled_key, run_id)
@@ -14,12 +17,17 @@ if tonumber(score) > tonumber(now) then
   return "not_due"
 end
 redis.call("zrem", queue_scheduled_key, run_id)
-if redis.call("hget", run_key, "status") ~= "scheduled" then
+local run = redis.call("hmget", run_key, "status", "priority", "heldBy")
+if run[1] ~= "scheduled" then
   return "stale"
 end
 redis.call("zrem", scheduled_key, run_id)
 redis.call("hset", run_key, "status", "queued")
 redis.call("hdel", run_key, "availableAt")
 redis.call("zadd", queued_key, now, run_id)
-redis.call("lpush", ready_key, run_id)
+if run[3] == "rate" then
+  redis.call("rpush", ready_key, run_id)
+else
+  push_ready(ready_key, prioritized_key, priority_seq_key, run_id, run[2])
+end
 return "promoted"

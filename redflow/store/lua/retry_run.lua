@@ -1,11 +1,13 @@
--- retry_run (needs status.lua, terminal_index.lua): a manual retry.
+-- retry_run (needs status.lua, terminal_index.lua, priority.lua): a manual retry.
 -- A failed or canceled run goes back to queued under the same id, so its
 -- succeeded steps replay; it gets a fresh attempt budget. A running run that
 -- nobody holds (no lease: its worker died or stalled) goes to the claim end
 -- of ready as it is, as the reaper would move it, which also frees a run
 -- some older version left in no list at all. The lease a finished attempt
--- left to expire is deleted, so that the retried run starts at once.
+-- left to expire is deleted, so that the retried run starts at once (by its
+-- priority; its limits apply again when it starts).
 -- KEYS: run, the six status zsets, queue ready, done, lease, queue processing,
+--       queue prioritized, queue priority sequence,
 --       then the run's failed / canceled index pairs (terminal_index.lua), which it leaves
 -- ARGV: run id, now ms
 -- Returns {"queued" | "requeued" | "not_retryable" | "missing", previous status}
@@ -13,6 +15,7 @@
 local run_key = KEYS[1]
 local index = status_keys(2)
 local ready_key, done_key, lease_key, processing_key = KEYS[8], KEYS[9], KEYS[10], KEYS[11]
+local prioritized_key, priority_seq_key = KEYS[12], KEYS[13]
 local run_id, now = ARGV[1], ARGV[2]
 
 local prev = redis.call("hget", run_key, "status")
@@ -32,9 +35,9 @@ local attempt = tonumber(redis.call("hget", run_key, "attempt")) or 0
 local budget = tonumber(redis.call("hget", run_key, "maxAttempts")) or 1
 if budget < 1 then budget = 1 end
 move_status(run_key, index, run_id, prev, "queued", now)
-unindex_terminal(12, run_id)
-redis.call("hdel", run_key, "finishedAt", "errorJson", "outputJson", "availableAt", "waiters", "leaseToken")
+unindex_terminal(14, run_id)
+redis.call("hdel", run_key, "finishedAt", "errorJson", "outputJson", "availableAt", "waiters", "leaseToken", "heldBy")
 redis.call("hset", run_key, "cancelRequestedAt", "", "cancelReason", "", "maxAttempts", tostring(attempt + budget))
 redis.call("del", done_key, lease_key)
-redis.call("lpush", ready_key, run_id)
+push_ready(ready_key, prioritized_key, priority_seq_key, run_id, redis.call("hget", run_key, "priority"))
 return {"queued", prev}

@@ -1,4 +1,5 @@
--- settle_run (needs status.lua, finalize.lua, terminal_index.lua, start.lua): end one attempt,
+-- settle_run (needs status.lua, finalize.lua, terminal_index.lua, limits.lua, priority.lua, start.lua,
+-- claim.lua): end one attempt,
 -- and (with a next token) claim and start the next run of the same queue in
 -- the same call, so that a busy slot costs one round trip per run.
 -- Ending: finalize (succeeded / failed / canceled) or schedule a retry, and
@@ -9,23 +10,27 @@
 -- finalized run is never finalized again: a repeated call changes nothing.
 -- The lease of a finished run is left to expire (one command saved per run;
 -- nothing claims a finished run); a retry's lease is released at once.
--- KEYS: run, the six status zsets, queue processing, lease, done, queue scheduled, queue ready,
+-- A run with limits gives its units back as it leaves running (limits.lua),
+-- and the next run is claimed past runs a limit holds back (claim.lua).
+-- KEYS: run, the six status zsets, queue processing, lease, done, queue scheduled, queue ready, queue prioritized,
 --       then the run's failed / canceled index pairs (terminal_index.lua; written only when it ends so)
 -- ARGV: run id, status (succeeded|failed|canceled|scheduled), now ms,
 --       outputJson, errorJson, lease token, wake ttl ms, retry at ms,
 --       "1" to check the lease, "1" to clean fields of an earlier attempt,
---       next lease token ("" claims nothing), lease ms, run key prefix
+--       next lease token ("" claims nothing), lease ms, run key prefix,
+--       limited workflows ("\n"-separated, see limits.lua)
 -- Returns {status the run ended in | "stale" | "missing"} and, when a next
 -- run was asked for, its id ("" if the queue is empty) and start reply.
 local run_key = KEYS[1]
 local index = status_keys(2)
 local processing_key, lease_key, done_key, queue_scheduled_key, ready_key = KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12]
+local prioritized_key = KEYS[13]
 local run_id, requested, now, output_json, error_json = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local token, wake_ttl, retry_at, check_lease, cleanup = ARGV[6], ARGV[7], ARGV[8], ARGV[9] == "1", ARGV[10] == "1"
-local next_token, lease_ms, run_prefix = ARGV[11], ARGV[12], ARGV[13]
+local next_token, lease_ms, run_prefix, limited = ARGV[11], ARGV[12], ARGV[13], ARGV[14]
 
 local function settle()
-  local run = redis.call("hmget", run_key, "status", "cancelRequestedAt", "leaseToken", "waiters")
+  local run = redis.call("hmget", run_key, "status", "cancelRequestedAt", "leaseToken", "waiters", "limitsJson")
   local prev, cancel_at, fence, waiters = run[1], run[2], run[3], run[4]
   if not prev then
     redis.call("lrem", processing_key, -1, run_id)
@@ -45,6 +50,9 @@ local function settle()
     end
   end
   redis.call("lrem", processing_key, -1, run_id)
+  if prev == "running" and run[5] then
+    release_units(run[5], run_id, run_prefix)
+  end
   local final = final_status(requested, cancel_at)
   if final == "scheduled" then
     move_status(run_key, index, run_id, prev, "scheduled", now, {"availableAt", retry_at, "errorJson", error_json, "leaseToken", ""})
@@ -53,7 +61,7 @@ local function settle()
     return "scheduled"
   end
   finalize(run_key, index, run_id, prev, final, now, output_json, error_json, {"leaseToken", ""}, cleanup)
-  index_terminal(13, final, run_id, now)
+  index_terminal(14, final, run_id, now)
   wake_waiters(done_key, waiters, wake_ttl)
   return final
 end
@@ -62,8 +70,8 @@ local final = settle()
 if next_token == "" then
   return {final}
 end
-local next_id = redis.call("lmove", ready_key, processing_key, "RIGHT", "LEFT")
+local next_id, reply = claim_and_start(ready_key, processing_key, prioritized_key, run_prefix, index, next_token, lease_ms, now, limited)
 if not next_id then
   return {final, ""}
 end
-return {final, next_id, start_claimed(run_prefix, processing_key, index, next_id, next_token, lease_ms, now)}
+return {final, next_id, reply}

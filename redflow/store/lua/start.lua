@@ -1,18 +1,21 @@
--- Helper (needs status.lua): start a run already moved into processing.
+-- Helper (needs status.lua, limits.lua): start a run already moved into processing.
 -- Take its lease (SET NX GET: one command reads the holder and takes it),
 -- read the run once, queued -> running (+1 attempt, startedAt on first
 -- pickup, the attempt's lease token kept in the run hash as its fence), and
 -- load the step cache only when an earlier attempt may have stored steps.
 -- Idempotent for the same token, so a retried call after a lost reply does
 -- not drop the run. ``run_prefix`` .. id is the run's key (keys.Keys.run_prefix).
+-- A queued run with limits may be held back instead (limits.lua's flow_start;
+-- ``limited`` and ``supplied`` are its arguments).
 -- Returns {"busy"} | {"missing"} | {"skip", status, workflow}
---       | {"cancel", status, workflow} | {"started", run fields, step fields, attempt}.
+--       | {"cancel", status, workflow} | {"started", run fields, step fields, attempt}
+--       | {"held", status, workflow, due ms or ""} | {"admit", status, workflow, inputJson}.
 local function run_keys(run_prefix, run_id)
   local run_key = run_prefix .. run_id
   return run_key, run_key .. ":steps", run_key .. ":lease"
 end
 
-local function start_claimed(run_prefix, processing_key, index, run_id, token, lease_ms, now)
+local function start_claimed(run_prefix, processing_key, index, run_id, token, lease_ms, now, limited, supplied)
   local run_key, steps_key, lease_key = run_keys(run_prefix, run_id)
   local holder = redis.call("set", lease_key, token, "NX", "PX", lease_ms, "GET")
   if holder and holder ~= token then
@@ -58,6 +61,13 @@ local function start_claimed(run_prefix, processing_key, index, run_id, token, l
       attempt = before + 1
       table.insert(fields, "attempt")
       table.insert(fields, tostring(attempt))
+    end
+    if run["limitsJson"] or limited ~= "" or supplied ~= "" then  -- flow control: nothing to do for other runs
+      local held = flow_start({run = run, run_id = run_id, run_key = run_key, lease_key = lease_key, processing_key = processing_key,
+        index = index, run_prefix = run_prefix, now = tonumber(now), attempt = attempt}, fields, limited, supplied)
+      if held then
+        return held
+      end
     end
     move_status(run_key, index, run_id, "queued", "running", now, fields)
   else
