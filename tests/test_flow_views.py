@@ -7,7 +7,6 @@ from __future__ import annotations
 import orjson
 from gevent.event import Event
 from helpers import wait_until
-from test_admin import cli  # noqa: F401 - the fixture
 from test_dashboard import dashboard, request  # noqa: F401 - the fixture
 from test_metrics import scrape, value
 

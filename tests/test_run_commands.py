@@ -7,7 +7,6 @@ import io
 
 import orjson
 import pytest
-from test_admin import cli  # noqa: F401 - the fixture that runs one sub-command in this process
 
 from redflow import NonRetryableError, define_workflow
 
