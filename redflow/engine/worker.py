@@ -37,6 +37,7 @@ from redflow.engine.attempt import (
 from redflow.engine.lease import LeaseKeeper
 from redflow.engine.loops import BACKOFF_MAX_S, CronScheduler, Loop, Promoter, Reaper
 from redflow.engine.observers import Observers
+from redflow.engine.parking import ScheduledEvents
 from redflow.engine.sweeper import OrphanSweeper
 from redflow.registry import Registry, get_default_registry
 from redflow.store.connection import create_redis, resolve_prefix
@@ -105,7 +106,7 @@ class Worker:
         self._cursors: list[int] = []
         self._inflight: set[Attempt] = set()
         self._loops: list[Loop] = []
-        self.stats: dict[str, int] = dict.fromkeys(("succeeded", "failed", "retried", "canceled", "abandoned", "skipped"), 0)
+        self.stats: dict[str, int] = dict.fromkeys(("succeeded", "failed", "retried", "canceled", "parked", "abandoned", "skipped"), 0)
         self.keeper = LeaseKeeper(
             client.scripts, lease_ms=options.lease_ms, now_ms=client.now_ms, tick_ms=options.cancel_poll_ms, observers=self.observers
         )
@@ -113,6 +114,7 @@ class Worker:
         self.reaper = Reaper(client, self.queues, options.reaper_interval_ms, observers=self.observers)
         self.sweeper = OrphanSweeper(client, self.queues, interval_s=options.sweep_interval_s, observers=self.observers)
         self.cron = CronScheduler(client)
+        self.scheduled_events = ScheduledEvents(client)
         self.runtime = Runtime(
             client=client,
             scripts=client.scripts,
@@ -165,6 +167,7 @@ class Worker:
             Loop("sweeper", self.sweeper.step, self._loops_stop, on_noscript=reload).start(),
             Loop("watchdog", self._watch_connections, self._loops_stop).start(),
             Loop("registry", self._resync_if_lost, self._loops_stop).start(),
+            Loop("scheduled-events", self.scheduled_events.step, self._loops_stop).start(),
         ]
         if self.options.cron:
             self._loops.append(Loop("cron", self.cron.step, self._loops_stop, on_noscript=reload).start())

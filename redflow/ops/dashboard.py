@@ -43,9 +43,11 @@ from redflow.ops.admin import (
     connect,
     connection_options,
     cron_entries,
+    describe_wait,
     fmt_attempt,
     fmt_duration,
     fmt_error,
+    fmt_step_outcome,
     fmt_time,
     preview,
     queue_counts,
@@ -245,6 +247,7 @@ class Dashboard:
         run = self.client.get_run(run_id)
         if run is None:
             raise HttpError("404 Not Found", f"No run {run_id}.")
+        steps = self.client.get_steps(run_id)
         notice = NOTICES.get(_one(query, "notice") or "")
         facts = [
             ("workflow", h(run.workflow)), ("queue", h(run.queue)), ("attempt", h(fmt_attempt(run))),
@@ -253,6 +256,10 @@ class Dashboard:
             ("parent", _run_link(base, run.parent_run_id) if run.parent_run_id else "-"),
             ("cancel", h(run.cancel_reason or ("requested" if run.cancel_requested_at else "-"))),
         ]  # fmt: skip
+        if run.status == "scheduled" and run.parked_for:
+            facts.append(("waiting", h(describe_wait(run, steps))))
+        if run.progress is not None:
+            facts.append(("progress", f"<code>{h(preview(run.progress, 300))}</code>"))
         outcome = ""
         if run.status == "succeeded":
             outcome = f"<section><h2>Output</h2><pre>{h(pretty(run.output))}</pre></section>"
@@ -262,7 +269,7 @@ class Dashboard:
             "run.html", base=h(base), id=h(run.id), badge=badge(run.status), input=h(pretty(run.input)), outcome=outcome,
             notice=f'<div class="notice">{h(notice)}</div>' if notice else "",
             facts="".join(f"<dt>{h(k)}</dt><dd>{v}</dd>" for k, v in facts),
-            actions=self._actions(base, run), steps=_steps_table(self.client.get_steps(run_id)),
+            actions=self._actions(base, run), steps=_steps_table(steps),
         )  # fmt: skip
         return self._html(base, run.id, body)
 
@@ -368,7 +375,7 @@ def _steps_table(steps: Sequence[Step]) -> str:
             badge(s.status),
             h(fmt_time(s.started_at)),
             h(fmt_duration(s.started_at, s.finished_at)),
-            _error_html(s.error) if s.error else f"<code>{h(preview(s.output, 300))}</code>",
+            _error_html(s.error) if s.error else f"<code>{h(fmt_step_outcome(s, 300))}</code>",
         ]
         for s in steps
     )

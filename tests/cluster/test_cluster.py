@@ -30,7 +30,8 @@ class _Recorder:
     def register_script(self, source):
         recorder = self
         name = next(n for n in _REPLIES.keys() | {"cancel_run", "promote_run", "unlock", "renew_lease", "claim_inline",
-                                                 "reap_run", "repair_orphan"} if f"-- {n} " in source or f"-- {n}:" in source)  # fmt: skip
+                                                 "reap_run", "repair_orphan", "deliver_event", "child_ended", "forget_waiters"}
+                    if f"-- {n} " in source or f"-- {n}:" in source)  # fmt: skip
 
         class _Script:
             script = source
@@ -61,8 +62,14 @@ def test_every_script_touches_keys_of_one_slot_in_cluster_mode():
     scripts.reap_run(**common)
     scripts.purge_invalid_entries(queue="emails")
     scripts.watch_run(**common)
-    assert len(rec.calls) == 12
-    assert sum(1 for keys in rec.calls if keys[-1].endswith(":run:run_x")) == 3  # start, take, settle build run keys
+    # durable waits: a park (its steps and children-ended keys are the run key + a suffix), a delivery,
+    # a child's end reported to its parent on another queue, the event index
+    scripts.settle_run(**common, status="parked", now=1, token="t", lease_ms=1000, park=["children", "s", "{}", "1", "1", "run_c"])
+    scripts.deliver_event(**common, step="s", waiting="{}", resolved="{}", now=1)
+    scripts.child_ended(child_id="run_1", parent_id="run_p", parent_queue="reports", now=1)
+    scripts.forget_waiters(event="e", entries=[("run_1", "{}")])
+    assert len(rec.calls) == 16
+    assert sum(1 for keys in rec.calls if keys[-1].endswith(":run:run_x")) == 4  # start, take, the settles build run keys
     for keys in rec.calls:
         assert len({key_slot(k.encode()) for k in keys}) == 1, keys
 

@@ -1,8 +1,8 @@
--- settle_run (needs status.lua, finalize.lua, start.lua): end one attempt,
+-- settle_run (needs status.lua, finalize.lua, waits.lua, start.lua): end one attempt,
 -- and (with a next token) claim and start the next run of the same queue in
 -- the same call, so that a busy slot costs one round trip per run.
--- Ending: finalize (succeeded / failed / canceled) or schedule a retry, and
--- leave processing. The fence: the run hash names the lease token of the
+-- Ending: finalize (succeeded / failed / canceled), schedule a retry or park
+-- the run in a durable wait (waits.lua), and leave processing. The fence: the run hash names the lease token of the
 -- attempt that started it last (every start writes it), so a run another
 -- attempt took over is refused ("stale"); with check-lease (the attempt's
 -- lease may have lapsed), a lease held by anyone else refuses it too. A
@@ -10,11 +10,12 @@
 -- The lease of a finished run is left to expire (one command saved per run;
 -- nothing claims a finished run); a retry's lease is released at once.
 -- KEYS: run, the six status zsets, queue processing, lease, done, queue scheduled, queue ready
--- ARGV: run id, status (succeeded|failed|canceled|scheduled), now ms,
+-- ARGV: run id, status (succeeded|failed|canceled|scheduled|parked), now ms,
 --       outputJson, errorJson, lease token, wake ttl ms, retry at ms,
 --       "1" to check the lease, "1" to clean fields of an earlier attempt,
---       next lease token ("" claims nothing), lease ms, run key prefix
--- Returns {status the run ended in | "stale" | "missing"} and, when a next
+--       next lease token ("" claims nothing), lease ms, run key prefix,
+--       then, to park, the wait (see park_run in waits.lua)
+-- Returns {status the run ended in | "parked" | "woken" | "stale" | "missing"} and, when a next
 -- run was asked for, its id ("" if the queue is empty) and start reply.
 local run_key = KEYS[1]
 local index = status_keys(2)
@@ -45,6 +46,9 @@ local function settle()
   end
   redis.call("lrem", processing_key, -1, run_id)
   local final = final_status(requested, cancel_at)
+  if final == "parked" then  -- a durable wait (waits.lua); its arguments follow this script's own
+    return park_run(run_key, index, run_id, prev, lease_key, queue_scheduled_key, ready_key, now, ARGV, 14)
+  end
   if final == "scheduled" then
     move_status(run_key, index, run_id, prev, "scheduled", now, {"availableAt", retry_at, "errorJson", error_json, "leaseToken", ""})
     redis.call("zadd", queue_scheduled_key, retry_at, run_id)
