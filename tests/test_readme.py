@@ -45,3 +45,13 @@ def test_readme_examples_run(case, redis_url, prefix):
         assert result.stdout.strip().endswith("42")
     else:
         assert "scheduled" in result.stdout and "True" in result.stdout and "still running" in result.stdout
+
+
+def test_the_durable_waits_example_runs(redis_url, prefix):
+    block = next(b for b in python_blocks() if '"approve-order"' in b)
+    result = run_python(block, redis_url, prefix)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "scheduled {'stage': 'cooling down'}",
+        "{'approved': True, 'by': 'ada', 'pages': ['page 0', 'page 1', 'page 2']}",
+    ]
