@@ -15,7 +15,7 @@ Invariants:
 from __future__ import annotations
 
 import pytest
-from invariants import unrecoverable
+from invariants import assert_every_run_ended, drop_prefix, machine_settings, unrecoverable
 
 from redflow import Registry, create_client, define_workflow
 from redflow.core import codec
@@ -177,7 +177,6 @@ import uuid  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 
 import redis  # noqa: E402
-from hypothesis import HealthCheck, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test  # noqa: E402
 
@@ -325,25 +324,13 @@ class WaitLives(RuleBasedStateMachine):
                 self.end_wait("A")
                 self.park("A", WAIT_SLEEP, due=True)
                 self.finish("A")
-            statuses = {i: self.r.hget(self.keys.run(i), "status") for i in self.run_ids}
-            assert all(s in TERMINAL_STATUSES for s in statuses.values()), f"runs that never ended: {statuses}"
+            assert_every_run_ended(self.r, self.keys, self.run_ids)
         finally:
-            for key in self.r.scan_iter(f"{self.client.prefix}:*", count=1000):
-                self.r.delete(key)
+            drop_prefix(self.r, self.client.prefix)
             self.r.close()
             self.client.close()
 
 
 def test_random_interleavings_of_parks_deliveries_wait_ends_and_faults_keep_waits_once_and_runs_findable(redis_url):
     WaitLives.url = redis_url
-    run_state_machine_as_test(
-        WaitLives,
-        settings=settings(
-            max_examples=120,
-            stateful_step_count=30,
-            deadline=None,
-            derandomize=True,
-            database=None,
-            suppress_health_check=[HealthCheck.too_slow],
-        ),  # fmt: skip
-    )
+    run_state_machine_as_test(WaitLives, settings=machine_settings(200, 40))
