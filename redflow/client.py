@@ -7,12 +7,13 @@ call is cooperative. One client is safe to share between greenlets.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from redflow import client_waits
 from redflow.core import codec
 from redflow.core.errors import (
     CorruptDataError,
@@ -25,12 +26,12 @@ from redflow.core.errors import (
 )
 from redflow.core.flow import check_priority, limits_spec
 from redflow.core.keys import RUN_STATUSES, Keys, event_run_idempotency_key, new_id
-from redflow.core.models import EventDef, Run, RunField, Step, WorkflowField, max_attempts_of
+from redflow.core.models import EventDef, EventWaiter, Run, RunField, Step, WorkflowField, max_attempts_of, scheduled_event_json
 from redflow.core.retention import FINISHED_STATUSES, duration_s
 from redflow.core.tags import tags_json, validate_tags
-from redflow.handle import RunHandle, RunState
+from redflow.handle import STATE_FIELDS, RunHandle, RunState
 from redflow.registry import Registry, Workflow, get_default_registry
-from redflow.store import bulk
+from redflow.store import bulk, event_waiters
 from redflow.store.connection import close_redis, create_redis, is_cluster, resolve_prefix
 from redflow.store.memory import check_eviction_policy_once, raise_when_full
 from redflow.store.purge import PurgeQuery, purge_finished
@@ -48,7 +49,6 @@ IDEMPOTENCY_TTL_S = 7 * 24 * 3600
 WORKFLOW_META_TTL_S = 5.0
 _WAIT_SLICE_MIN_S = 0.05
 _WAIT_SLICE_MAX_S = 1.0
-_RESULT_FIELDS = (RunField.STATUS, RunField.OUTPUT_JSON, RunField.ERROR_JSON, RunField.CANCEL_REASON, RunField.QUEUE)
 
 
 def new_run_id() -> str:
@@ -221,6 +221,7 @@ class RedflowClient:
         tags: Mapping[str, str] | None = None,
         hook_fields: Mapping[str, str] | None = None,
         priority: int = 0,
+        extra_fields: Mapping[str, str] | None = None,
     ) -> RunHandle:
         if max_attempts is not None and (not isinstance(max_attempts, int) or max_attempts < 1):
             raise RedflowError("max_attempts must be an int >= 1")
@@ -228,9 +229,9 @@ class RedflowClient:
             raise RedflowError("idempotency_key must be a non-empty string")
         queue = queue or target.queue
         value, input_json = prepared
-        extra_fields = {**(hook_fields or {}), **self._flow_fields(target, queue, value, priority)}
+        fields = {**(hook_fields or {}), **(extra_fields or {}), **self._flow_fields(target, queue, value, priority)}
         if tags:
-            extra_fields[RunField.TAGS_JSON] = tags_json(tags)
+            fields[RunField.TAGS_JSON] = tags_json(tags)
         now = self.now_ms()
         replace_id = ""
         # An idempotency key naming a run that failed, was canceled or is gone
@@ -239,32 +240,15 @@ class RedflowClient:
         index_keys = self.keys.tag_index_keys(target.name, tags, queue) if tags else ()
         for _ in range(8):
             run_id = new_run_id()
-            # Located and listed before it exists: a worker may take the run the
-            # moment the script pushes it, and look it up by id (cluster) or list a parent's children.
             batch = self.scripts.batch()
-            self._record_queue(run_id, queue, pipe=batch)
-            if children_key is not None:
-                batch.zadd(children_key, {run_id: now})
-            # With nothing to send beside it, the script goes out alone (no pipeline).
-            conn = batch if len(batch) else None
+            self._add_enqueue(
+                batch, target, input_json, run_id=run_id, queue=queue, now=now, available_at=available_at,
+                max_attempts=max_attempts, idempotency_key=idempotency_key, idempotency_ttl=idempotency_ttl,
+                replace_id=replace_id, parent_run_id=parent_run_id, children_key=children_key, extra_fields=fields,
+                index_keys=index_keys,
+            )  # fmt: skip
             with raise_when_full():
-                reply = self.scripts.enqueue_run(
-                    run_id=run_id,
-                    workflow=target.name,
-                    queue=queue,
-                    input_json=input_json,
-                    created_at=now,
-                    available_at=available_at or 0,
-                    max_attempts=max_attempts or target.max_attempts,
-                    idempotency_key=idempotency_key,
-                    idempotency_ttl_s=idempotency_ttl,
-                    replace_id=replace_id,
-                    parent_run_id=parent_run_id or "",
-                    extra_fields=extra_fields,
-                    index_keys=index_keys,
-                    conn=conn,
-                )
-                enqueued: Enqueued = batch.execute()[-1] if conn is not None else reply
+                enqueued: Enqueued = batch.execute()[-1]
             if enqueued.created:
                 return RunHandle(self, enqueued.run_id)
             self._unlist(run_id, enqueued.run_id, children_key, now)
@@ -273,6 +257,48 @@ class RedflowClient:
                 return RunHandle(self, enqueued.run_id)
             replace_id = enqueued.run_id
         raise RedflowError(f"idempotency key {idempotency_key!r} keeps changing hands; giving up")
+
+    def _add_enqueue(
+        self,
+        batch: Any,
+        target: _Target,
+        input_json: str,
+        *,
+        run_id: str,
+        queue: str,
+        now: int,
+        available_at: int | None,
+        max_attempts: int | None,
+        idempotency_key: str | None,
+        idempotency_ttl: int,
+        replace_id: str,
+        parent_run_id: str | None,
+        children_key: str | None,
+        extra_fields: Mapping[str, str] | None,
+        index_keys: Sequence[str] = (),
+    ) -> None:
+        """Queue the creation of one run on ``batch``. The run is located and
+        listed before it exists: a worker may take it the moment the script
+        pushes it, and look it up by id (cluster) or list a parent's children."""
+        self._record_queue(run_id, queue, pipe=batch)
+        if children_key is not None:
+            batch.zadd(children_key, {run_id: now})
+        self.scripts.enqueue_run(
+            run_id=run_id,
+            workflow=target.name,
+            queue=queue,
+            input_json=input_json,
+            created_at=now,
+            available_at=available_at or 0,
+            max_attempts=max_attempts or target.max_attempts,
+            idempotency_key=idempotency_key,
+            idempotency_ttl_s=idempotency_ttl,
+            replace_id=replace_id,
+            parent_run_id=parent_run_id or "",
+            extra_fields=extra_fields,
+            index_keys=index_keys,
+            conn=batch,
+        )
 
     def run_many(
         self, workflow: Workflow | str, inputs: Iterable[Any], *, queue: str | None = None, batch: int = 500, priority: int = 0
@@ -423,11 +449,8 @@ class RedflowClient:
         if watch:
             reply = self.scripts.watch_run(run_id=run_id, queue=slot_queue)
         else:
-            reply = self.redis.hmget(self.keys.run(run_id, slot_queue), _RESULT_FIELDS)
-        status, output_json, error_json, cancel_reason, queue = reply
-        if status is None:
-            return None
-        return RunState(run_id, status, queue or "default", output_json, error_json, cancel_reason or None)
+            reply = self.redis.hmget(self.keys.run(run_id, slot_queue), STATE_FIELDS)
+        return RunState.from_reply(run_id, reply)
 
     def wait_for(self, run_id: str, *, timeout: float = 30.0, assist: Any = None) -> RunState:
         """Block until the run is terminal. Wakes on the run's done token the
@@ -505,7 +528,8 @@ class RedflowClient:
 
     def cancel(self, run_id: str, reason: str | None = None) -> bool:
         """Cancel a run: ``True`` if it is canceled now or its worker was told
-        to stop it; ``False`` if it already ended or does not exist."""
+        to stop it; ``False`` if it already ended or does not exist. Its
+        unfinished children are canceled too, recursively."""
         target = self._target(run_id)
         if target is None:
             return False
@@ -514,7 +538,12 @@ class RedflowClient:
             run_id=run_id, queue=queue, now=self.now_ms(), reason=reason or "", error_json=bulk.cancel_error_json(reason),
             index_keys=index_keys,
         )  # fmt: skip
-        return outcome in ("canceled", "requested")
+        if outcome not in ("canceled", "requested"):
+            return False
+        if outcome == "canceled":
+            client_waits.report_child_end(self, run_id, queue)
+        client_waits.cancel_children(self, run_id, reason=reason)
+        return True
 
     def retry(self, run_id: str) -> bool:
         """Run a failed or canceled run again under the same id: its succeeded
@@ -568,7 +597,10 @@ class RedflowClient:
 
     # -- events ------------------------------------------------------------
     def event_subscribers(self, event: str) -> list[EventDef]:
-        ids = sorted(self.redis.smembers(self.keys.event_index(event)))
+        return self._event_defs(self.redis.smembers(self.keys.event_index(event)))
+
+    def _event_defs(self, def_ids: Iterable[str]) -> list[EventDef]:
+        ids = sorted(def_ids)
         if not ids:
             return []
         subscribers = []
@@ -582,11 +614,14 @@ class RedflowClient:
         return subscribers
 
     def emit_event(self, name: str, payload: Any = None, idempotency_key: str | None = None) -> list[str]:
-        """Start one run per workflow subscribed to ``name``; returns their ids."""
+        """Start one run per workflow subscribed to ``name``, and resume the runs
+        waiting for it (``step.wait_for_event``) whose match the payload
+        satisfies; returns the ids of the runs started."""
         return self._fan_out(name, payload, idempotency_key, available_at=None)
 
     def schedule_event(self, name: str, payload: Any = None, at: float | None = None, idempotency_key: str | None = None) -> list[str]:
-        """Like :meth:`emit_event`, with the runs starting at unix time ``at``."""
+        """Like :meth:`emit_event`, with the runs starting at unix time ``at``;
+        runs waiting for the event at that time get it then (a worker delivers it)."""
         if at is None:
             raise RedflowError("schedule_event needs at= (unix seconds)")
         return self._fan_out(name, payload, idempotency_key, available_at=self._available_at(None, at))
@@ -594,13 +629,27 @@ class RedflowClient:
     def _fan_out(self, name: str, payload: Any, idempotency_key: str | None, available_at: int | None) -> list[str]:
         if not name or not isinstance(name, str):
             raise RedflowError("an event needs a non-empty name")
+        payload_json = _payload_json(name, payload)
+        # Subscribers and waiters (or, for a scheduled event, its record) in one round trip.
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.smembers(self.keys.event_index(name))
+        if available_at is None:
+            pipe.hgetall(self.keys.event_waiters(name))
+        else:
+            event_id = event_run_idempotency_key(name, idempotency_key) if idempotency_key else new_id("event")
+            pipe.zadd(self.keys.scheduled_events(), {scheduled_event_json(event_id, name, payload_json): available_at})
+        def_ids, waiters = pipe.execute()
+        if available_at is None and waiters:
+            event_waiters.deliver(self.scripts, name, payload_json, waiters, self.now_ms())
         if _ENQUEUE_HOOKS:
-            return _hooked("event", name, lambda _: self._start_subscribers(name, payload, idempotency_key, available_at))
-        return self._start_subscribers(name, payload, idempotency_key, available_at)
+            return _hooked("event", name, lambda _: self._start_subscribers(name, payload, idempotency_key, available_at, def_ids))
+        return self._start_subscribers(name, payload, idempotency_key, available_at, def_ids)
 
-    def _start_subscribers(self, name: str, payload: Any, idempotency_key: str | None, available_at: int | None) -> list[str]:
+    def _start_subscribers(
+        self, name: str, payload: Any, idempotency_key: str | None, available_at: int | None, def_ids: Iterable[str]
+    ) -> list[str]:
         run_ids = []
-        for sub in self.event_subscribers(name):
+        for sub in self._event_defs(def_ids):
             target = self.resolve_workflow(sub.workflow)
             handle = self._enqueue(
                 target,
@@ -614,6 +663,28 @@ class RedflowClient:
             )
             run_ids.append(handle.id)
         return run_ids
+
+    # -- durable waits and fan-out (redflow/client_waits.py) ------------------
+    def start_children(self, workflow: Workflow | str, inputs: Sequence[Any], *, parent_run_id: str, parent_queue: str,
+                       step: str) -> list[str]:  # fmt: skip
+        """Start the children of ``step.run_workflows`` (one per input, idempotent); their ids in input order."""
+        return client_waits.start_children(self, workflow, inputs, parent_run_id=parent_run_id, parent_queue=parent_queue, step=step)
+
+    def read_states(self, run_ids: Sequence[str]) -> list[RunState | None]:
+        """:meth:`read_state` of many runs in one round trip (``None`` for a missing run)."""
+        return client_waits.read_states(self, run_ids)
+
+    def get_progress(self, run_id: str) -> Any:
+        """The latest value run ``run_id`` gave ``ctx.progress``, or ``None``."""
+        return client_waits.get_progress(self, run_id)
+
+    def register_event_wait(self, event: str, waiter: EventWaiter) -> None:
+        """Put a run parking in ``step.wait_for_event`` in ``event``'s waiter index."""
+        event_waiters.register(self.redis, self.scripts, event, waiter)
+
+    def forget_event_wait(self, event: str, waiter: EventWaiter) -> None:
+        """Take a run whose wait ended out of ``event``'s waiter index (unless it waits again)."""
+        event_waiters.forget(self.scripts, event, waiter)
 
     # -- registry ----------------------------------------------------------
     def sync_registry(self, registry: Registry | None = None) -> None:
@@ -638,6 +709,13 @@ def _hooked(operation: str, name: str, start: Callable[[dict[str, str]], list[st
 
 _STATUS_SET = frozenset(RUN_STATUSES)
 _QUEUE_CACHE_MAX = 100_000
+
+
+def _payload_json(name: str, payload: Any) -> str:
+    try:
+        return codec.dumps(payload)
+    except SerializationError as exc:
+        raise InputValidationError(f"payload of event {name!r} is not JSON-serializable: {exc}") from exc
 
 
 def _check_status(status: str) -> None:

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from redflow.core import codec
 from redflow.core.errors import CanceledError, RedflowError, RunFailedError, RunNotFoundError
 from redflow.core.keys import TERMINAL_STATUSES
-from redflow.core.models import Run, Step
+from redflow.core.models import Run, RunField, Step
 
 if TYPE_CHECKING:
     from redflow.client import RedflowClient
+
+
+#: The run fields a :class:`RunState` is read from, in order.
+STATE_FIELDS = (RunField.STATUS, RunField.OUTPUT_JSON, RunField.ERROR_JSON, RunField.CANCEL_REASON, RunField.QUEUE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +29,14 @@ class RunState:
     output_json: str | None
     error_json: str | None
     cancel_reason: str | None
+
+    @classmethod
+    def from_reply(cls, run_id: str, reply: Sequence[str | None]) -> RunState | None:
+        """The state of the :data:`STATE_FIELDS` values read of a run; None when it has no status (no such run)."""
+        status, output_json, error_json, cancel_reason, queue = reply
+        if status is None:
+            return None
+        return cls(run_id, status, queue or "default", output_json, error_json, cancel_reason or None)
 
     @property
     def is_terminal(self) -> bool:
@@ -81,3 +94,7 @@ class RunHandle:
 
     def retry(self) -> bool:
         return self.client.retry(self.id)
+
+    def progress(self) -> Any:
+        """The latest value the run gave ``ctx.progress``, or ``None``."""
+        return self.client.get_progress(self.id)

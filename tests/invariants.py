@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from redflow.core.keys import TERMINAL_STATUSES
+
 _CHECK_LUA = """
 -- KEYS: per run, 5 keys: run, ready, processing, scheduled, prioritized; ARGV: the run ids
 local function held(run_key, run_id)
@@ -63,3 +65,23 @@ def unrecoverable(r: Any, keys: Any, run_ids: Iterable[str], queue: str = "defau
         flat = r.eval(_CHECK_LUA, len(script_keys), *script_keys, *batch)
         broken.update(zip(flat[::2], flat[1::2]))
     return broken
+
+
+def assert_every_run_ended(r: Any, keys: Any, run_ids: Iterable[str]) -> None:
+    """The end of a state machine's teardown: once the faults stopped, every run is terminal."""
+    statuses = {run_id: r.hget(keys.run(run_id), "status") for run_id in run_ids}
+    assert all(s in TERMINAL_STATUSES for s in statuses.values()), f"runs that never ended: {statuses}"
+
+
+def drop_prefix(r: Any, prefix: str) -> None:
+    """Delete every key of a state machine's own prefix."""
+    for key in r.scan_iter(f"{prefix}:*", count=1000):
+        r.delete(key)
+
+
+def machine_settings(max_examples: int, step_count: int) -> Any:
+    """Hypothesis settings of the suite's state machines: reproducible, no deadline."""
+    from hypothesis import HealthCheck, settings
+
+    return settings(max_examples=max_examples, stateful_step_count=step_count, deadline=None, derandomize=True, database=None,
+                    suppress_health_check=[HealthCheck.too_slow])  # fmt: skip

@@ -52,3 +52,13 @@ def test_the_flow_control_example_runs(redis_url, prefix):
     result = run_python(block, redis_url, prefix)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().endswith("99 20")
+
+
+def test_the_durable_waits_example_runs(redis_url, prefix):
+    block = next(b for b in python_blocks() if '"approve-order"' in b)
+    result = run_python(block, redis_url, prefix)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "scheduled {'stage': 'cooling down'}",
+        "{'approved': True, 'by': 'ada', 'pages': ['page 0', 'page 1', 'page 2']}",
+    ]

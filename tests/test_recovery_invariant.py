@@ -27,10 +27,9 @@ from dataclasses import dataclass
 
 import pytest
 import redis
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
-from invariants import unrecoverable
+from invariants import assert_every_run_ended, drop_prefix, machine_settings, unrecoverable
 
 from redflow import Registry, create_client, define_workflow
 from redflow.core import codec
@@ -370,24 +369,15 @@ class Interleavings(RuleBasedStateMachine):
                 self.start("A")
                 self.settle("A", "succeeded")
                 healthy.forget()
-            statuses = {i: self.r.hget(self.keys.run(i), "status") for i in self.run_ids}
-            assert all(s in TERMINAL_STATUSES for s in statuses.values()), f"runs that never ended: {statuses}"
+            assert_every_run_ended(self.r, self.keys, self.run_ids)
         finally:
-            for key in self.r.scan_iter(f"{self.client.prefix}:*", count=1000):
-                self.r.delete(key)
+            drop_prefix(self.r, self.client.prefix)
             self.r.close()
             self.client.close()
 
 
 #: The state machines' budget (also tests/test_flow_control_invariant.py's): reproducible, bounded.
-PROPERTY_SETTINGS = settings(
-    max_examples=150,
-    stateful_step_count=40,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+PROPERTY_SETTINGS = machine_settings(150, 40)
 
 
 def test_random_interleavings_of_every_script_keep_every_run_findable_and_end_each_run(redis_url):

@@ -325,6 +325,25 @@ class Keys:
         per (queue, status, retention ms): JSON ``{score, member, kept, workflows}``."""
         return self._p + "retention:cursors"
 
+    # -- durable waits and fan-out (redflow-gevent extensions) ------------------
+    def run_children_ended(self, run_id: str, queue: str | None = None) -> str:
+        """set: ids of the run's ``step.run_workflows`` children that have ended
+        (each end is reported once, by whoever ended the child); ``queue`` is
+        the parent's. Always ``run(run_id, queue) + ":children-ended"``: the
+        settle that parks a parent builds it from the run key."""
+        return f"{self.run(run_id, queue)}:children-ended"
+
+    def event_waiters(self, event: str) -> str:
+        """hash: run id -> JSON of its wait (queue, step, match, the waiting step
+        record), for runs parked in ``step.wait_for_event(event)``. Emitting
+        ``event`` reads it; an entry goes when its wait ends."""
+        return f"{self._p}event:waiters:{enc(event)}"
+
+    def scheduled_events(self) -> str:
+        """zset: JSON ``{id, event, payloadJson}`` -> fire ms: events that
+        ``schedule_event`` delivers to waiting runs when they fire."""
+        return self._p + "events:scheduled"
+
 
 def new_id(kind: str) -> str:
     """``<kind>_<canonical uuid4>``, the form of run ids and lease tokens.
@@ -341,6 +360,12 @@ _VARIANT = "89ab"
 def step_workflow_idempotency_key(parent_run_id: str, step_name: str, child_workflow: str) -> str:
     """Default idempotency key of ``step.run_workflow`` (same as the seed)."""
     return f"stepwf:{enc(parent_run_id)}:{enc(step_name)}:{enc(child_workflow)}"
+
+
+def step_workflows_idempotency_key(parent_run_id: str, step_name: str, child_workflow: str, index: int) -> str:
+    """Idempotency key of child ``index`` of ``step.run_workflows``: the key of
+    ``run_workflow`` with the input's index, so a retried parent starts none twice."""
+    return f"{step_workflow_idempotency_key(parent_run_id, step_name, child_workflow)}:{index}"
 
 
 def step_event_idempotency_key(parent_run_id: str, step_name: str, event: str) -> str:

@@ -66,6 +66,17 @@ class RunField:
     PRIORITY = "priority"
     LIMITS_JSON = "limitsJson"
     HELD_BY = "heldBy"
+    # redflow-gevent extensions (other clients ignore them)
+    #: A run parked by a durable wait (``scheduled``): what it waits for
+    #: (sleep | event | children) and in which step; cleared when it resumes.
+    PARKED_FOR = "parkedFor"
+    PARKED_STEP = "parkedStep"
+    #: Children of a parked ``run_workflows`` that had not ended when it parked.
+    AWAITING_CHILDREN = "awaitingChildren"
+    #: On a ``run_workflows`` child: its parent's queue (whoever ends it reports that to the parent).
+    NOTIFY_PARENT = "notifyParent"
+    #: ``ctx.progress(value)``: the latest value, JSON.
+    PROGRESS_JSON = "progressJson"
 
 
 class WorkflowField:
@@ -130,6 +141,10 @@ class Run:
     cancel_reason: str | None
     parent_run_id: str | None
     tags: dict[str, str] = field(default_factory=dict)
+    progress: Any = None
+    #: While parked in a durable wait: ``sleep``, ``event`` or ``children``, and the step's name.
+    parked_for: str | None = None
+    parked_step: str | None = None
 
     @property
     def is_terminal(self) -> bool:
@@ -175,6 +190,9 @@ class Run:
             cancel_reason=fields.get(RunField.CANCEL_REASON) or None,
             parent_run_id=fields.get(RunField.PARENT_RUN_ID) or None,
             tags=dict(tags_of(fields.get(RunField.TAGS_JSON))),
+            progress=json_field(RunField.PROGRESS_JSON),
+            parked_for=fields.get(RunField.PARKED_FOR) or None,
+            parked_step=fields.get(RunField.PARKED_STEP) or None,
         )
 
 
@@ -236,6 +254,8 @@ class Step:
     #: from other clients). Below the run's attempt on a succeeded step: later
     #: attempts replayed it.
     attempt: int | None = None
+    #: What a step parked in a durable wait waits for (its record is ``running`` meanwhile).
+    wait: Wait | None = None
 
     @classmethod
     def from_json(cls, name: str, raw: str) -> Step:
@@ -263,6 +283,7 @@ class Step:
             started_at=ms_to_s(record.get("startedAt")),
             finished_at=ms_to_s(record.get("finishedAt")),
             attempt=_positive_int(record.get("attempt")),
+            wait=Wait.of_record(record),
         )
 
 
@@ -298,6 +319,128 @@ def _step_ended_json(status: str, seq: int, started_at: int, finished_at: int, r
     if attempt is not None:
         record["attempt"] = attempt
     return codec.dumps(record)
+
+
+# -- durable waits (redflow-gevent extensions) ------------------------------
+
+WAIT_SLEEP = "sleep"
+WAIT_EVENT = "event"
+WAIT_CHILDREN = "children"
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """What a step parked in a durable wait waits for, kept in its ``running``
+    step record under ``wait`` (so the wait replays): a sleep's wake time, an
+    event with its match and timeout, or the ids of child runs. Times in ms."""
+
+    kind: str
+    wake_at: int | None = None
+    event: str | None = None
+    match: dict[str, Any] | None = None
+    timeout_at: int | None = None
+    children: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.kind == WAIT_SLEEP:
+            return {"kind": self.kind, "wakeAt": self.wake_at}
+        if self.kind == WAIT_EVENT:
+            return {"kind": self.kind, "event": self.event, "match": self.match, "timeoutAt": self.timeout_at}
+        return {"kind": self.kind, "children": list(self.children)}
+
+    @classmethod
+    def of_record(cls, record: Any) -> Wait | None:
+        """The wait of a decoded step record, if it is a ``running`` record of one that can be read."""
+        wait = record.get("wait") if isinstance(record, dict) and record.get("status") == STEP_RUNNING else None
+        if not isinstance(wait, dict) or wait.get("kind") not in (WAIT_SLEEP, WAIT_EVENT, WAIT_CHILDREN):
+            return None
+        children = wait.get("children")
+        match = wait.get("match")
+        return cls(
+            kind=wait["kind"],
+            wake_at=_int_or_none(wait.get("wakeAt")),
+            event=wait.get("event") if isinstance(wait.get("event"), str) else None,
+            match=match if isinstance(match, dict) else None,
+            timeout_at=_int_or_none(wait.get("timeoutAt")),
+            children=tuple(c for c in children if isinstance(c, str)) if isinstance(children, list) else (),
+        )
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def step_waiting_json(seq: int, started_at: int, wait: Wait) -> str:
+    """The ``running`` record of a step parked in ``wait``."""
+    return codec.dumps({"status": STEP_RUNNING, "seq": seq, "startedAt": started_at, "wait": wait.to_dict()})
+
+
+@dataclass(frozen=True, slots=True)
+class EventWaiter:
+    """An entry of ``P:event:waiters:<event>``: where the waiting run's step is,
+    what the payload must contain, and the step's waiting record (a delivery
+    only lands while the step still holds exactly that record)."""
+
+    run_id: str
+    queue: str
+    step: str
+    match: dict[str, Any]
+    record: str
+
+    def to_json(self) -> str:
+        return codec.dumps({"queue": self.queue, "step": self.step, "match": self.match, "record": self.record})
+
+    def resolved(self, payload_json: str, now: int) -> str | None:
+        """The succeeded record that replaces the waiting one (the payload is the
+        step's output); None if the waiting record cannot be read."""
+        record = codec.try_loads(self.record)
+        seq = step_seq(record)
+        started_at = record.get("startedAt") if isinstance(record, dict) else None
+        if seq is None or not isinstance(started_at, int):
+            return None
+        return step_succeeded_json(seq, started_at, now, payload_json)
+
+    def accepts(self, payload: Any) -> bool:
+        """Whether ``payload`` contains every top-level item of the match (JSON equality)."""
+        if not self.match:
+            return True
+        return isinstance(payload, dict) and all(key in payload and json_equal(payload[key], value) for key, value in self.match.items())
+
+    @classmethod
+    def from_json(cls, run_id: str, raw: str) -> EventWaiter | None:
+        """None for an entry that cannot be read (it is dropped, not delivered to)."""
+        entry = codec.try_loads(raw)
+        if not isinstance(entry, dict) or not all(isinstance(entry.get(k), str) for k in ("queue", "step", "record")):
+            return None
+        match = entry.get("match")
+        return cls(run_id, entry["queue"], entry["step"], match if isinstance(match, dict) else {}, entry["record"])
+
+
+def json_equal(a: Any, b: Any) -> bool:
+    """Equality of decoded JSON values: ``true`` is not ``1`` (as Python's ``==`` has it);
+    ``1`` and ``1.0`` are the same JSON number."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(json_equal(a[key], b[key]) for key in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b))
+    if isinstance(a, (dict, list)) or isinstance(b, (dict, list)):
+        return False
+    return bool(a == b)
+
+
+def scheduled_event_json(event_id: str, event: str, payload_json: str) -> str:
+    """A member of ``P:events:scheduled``."""
+    return codec.dumps({"id": event_id, "event": event, "payloadJson": payload_json})
+
+
+def scheduled_event_of(raw: str) -> tuple[str, str] | None:
+    """``(event, payloadJson)`` of a ``P:events:scheduled`` member; None if it cannot be read."""
+    entry = codec.try_loads(raw)
+    if not isinstance(entry, dict) or not isinstance(entry.get("event"), str) or not isinstance(entry.get("payloadJson"), str):
+        return None
+    return entry["event"], entry["payloadJson"]
 
 
 # -- trigger definitions ---------------------------------------------------

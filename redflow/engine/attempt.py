@@ -27,15 +27,17 @@ from redflow.core.errors import (
     UnknownWorkflowError,
 )
 from redflow.core.flow import parse_limits
-from redflow.core.keys import new_id
+from redflow.core.keys import TERMINAL_STATUSES, new_id
 from redflow.core.models import RunField, int_field, max_attempts_of
 from redflow.core.retry import compute_retry_delay_ms, is_retryable
 from redflow.core.tags import tags_of
+from redflow.engine import parking
 from redflow.engine.context import CancelSignal, OnFailureContext, RunInfo, RunInterrupt, WorkflowContext
 from redflow.engine.lease import Lease
 from redflow.engine.limits import start_admitted
 from redflow.engine.observers import AttemptReport, Observers
 from redflow.engine.step import RunningStep, StepApi, load_step_cache
+from redflow.engine.waits import ParkRequest, ParkRun
 
 if TYPE_CHECKING:
     from redflow.client import RedflowClient
@@ -89,6 +91,14 @@ class Canceled:
 
 
 @dataclass(slots=True)
+class Parked:
+    """Waiting durably (sleep, event, children): the run is ``scheduled`` until its wait ends."""
+
+    kind: ClassVar[str] = "parked"
+    request: ParkRequest
+
+
+@dataclass(slots=True)
 class Abandoned:
     """Left for another worker: the lease was lost or the worker is stopping."""
 
@@ -104,7 +114,7 @@ class Skipped:
     reason: str
 
 
-Outcome = Succeeded | Failed | Retrying | Canceled | Abandoned | Skipped
+Outcome = Succeeded | Failed | Retrying | Canceled | Parked | Abandoned | Skipped
 
 
 def _mono_ms() -> float:
@@ -169,6 +179,8 @@ class Attempt:
         #: Whether settling may claim and start the next run of the queue, and what it claimed.
         self.claim_next = claim_next
         self.next_claim: Claimed | None = None
+        #: A run_workflows child: (parent id, parent queue), told when this run ends.
+        self.parent_link: tuple[str, str] | None = None
         self._cleanup = True
         self._greenlet: Any = None
         self._in_handler = False
@@ -220,6 +232,8 @@ class Attempt:
         raw_steps = reply.steps
         fields = reply.fields
         self._cleanup = RunField.ERROR_JSON in fields or RunField.AVAILABLE_AT in fields or RunField.OUTPUT_JSON in fields
+        if RunField.NOTIFY_PARENT in fields:
+            self.parent_link = (fields.get(RunField.PARENT_RUN_ID, ""), fields[RunField.NOTIFY_PARENT])
         prepared = self._prepare(fields, reply.attempt)
         if not isinstance(prepared, tuple):
             return self._finish(self.settle(prepared))
@@ -310,6 +324,8 @@ class Attempt:
             return Abandoned(self.interrupted)
         if self.interrupted == CANCELED or (kind == "error" and isinstance(value, CanceledError)):
             return Canceled(value if isinstance(value, CanceledError) else CanceledError())
+        if kind == "error" and isinstance(value, ParkRun):
+            return Parked(value.request)
         if kind == "error":
             if is_retryable(value) and self.info.attempt < self.info.max_attempts:
                 return Retrying(value, self.now_ms() + compute_retry_delay_ms(self.info.attempt))
@@ -345,6 +361,8 @@ class Attempt:
                 args = {"status": "canceled", "error_json": codec.dumps_error(error)}
             case Retrying(error, retry_at):
                 args = {"status": "scheduled", "error_json": codec.dumps_error(error), "retry_at": retry_at}
+            case Parked(request):  # a cancel pending meanwhile ends it canceled, with this error
+                args = {"status": "parked", "error_json": parking.CANCELED_JSON, "park": request.settle_args()}
             case Abandoned():
                 self._release_lease()
                 return outcome
@@ -376,7 +394,11 @@ class Attempt:
             return Abandoned(LEASE_LOST)
         if final == "scheduled":
             self.rt.wake_promoter(args["retry_at"])
-        elif final == "canceled" and not isinstance(outcome, Canceled):
+        elif final == "parked" and isinstance(outcome, Parked):
+            self.rt.wake_promoter(outcome.request.wake_at)
+        if (self.parent_link is not None or final == "canceled") and final in TERMINAL_STATUSES:
+            parking.after_end(self, final)  # tell a waiting parent; cancel children
+        if final == "canceled" and not isinstance(outcome, Canceled):
             return Canceled(CanceledError())
         return outcome
 
@@ -418,14 +440,15 @@ class Attempt:
         if self.interrupted is not None:
             raise RunInterrupt(self.interrupted)
 
-    def save_step(self, name: str, step_json: str) -> None:
+    def save_step(self, name: str, step_json: str, expected: str = "") -> str | None:
         """Record a step, fenced by the lease; a pending cancel stops the run here.
         Redis failing here is the engine's trouble, not the handler's: the
-        attempt is abandoned (recovered later), not failed."""
+        attempt is abandoned (recovered later), not failed. ``expected``: write
+        only over that record; if the step holds another, it is returned."""
         try:
             saved = self.rt.scripts.save_step(
                 run_id=self.run_id, queue=self.queue, token=self.token, name=name, step_json=step_json,
-                lease_ms=self.rt.lease_ms, conn=self.conn,
+                lease_ms=self.rt.lease_ms, expected=expected, conn=self.conn,
             )  # fmt: skip
         except RedisError as exc:
             log.warning("run %s: could not record step %r (%s); leaving the run to be recovered", self.run_id, name, exc,
@@ -437,6 +460,11 @@ class Attempt:
         elif saved.cancel_requested_at:
             self.interrupt(CANCELED)
         self.raise_if_interrupted()
+        return saved.current if saved.state == "changed" else None
+
+    def set_progress(self, value_json: str) -> None:
+        """``ctx.progress``: one HSET on the run hash."""
+        self.client.redis.hset(self.rt.keys.run(self.run_id, self.queue), RunField.PROGRESS_JSON, value_json)
 
     def step_scope(self, name: str) -> AbstractContextManager[Any]:
         return self.rt.observers.step_scope(self.info, name)

@@ -80,6 +80,11 @@ class WorkflowContext:
     signal: CancelSignal
     client: RedflowClient
 
+    def progress(self, value: Any) -> None:
+        """Keep ``value`` (JSON) on the run as its progress, latest wins: one write,
+        read with ``handle.progress()`` or ``client.get_run(id).progress``."""
+        self.step.report_progress(value)
+
 
 @dataclass(frozen=True, slots=True)
 class OnFailureContext:

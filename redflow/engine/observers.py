@@ -48,7 +48,7 @@ class AttemptReport:
     workflow: str
     queue: str
     attempt: int
-    outcome: str  # succeeded | failed | retried | canceled | abandoned | skipped
+    outcome: str  # succeeded | failed | retried | canceled | parked | abandoned | skipped
     claimed_at: float  # the run left the ready list
     started_at: float  # the start script returned (lease held, status running)
     finished_at: float  # the settle script returned

@@ -1,4 +1,5 @@
-"""Durable steps: ``ctx.step.run``, ``run_workflow``, ``emit_event``, ``schedule_event``.
+"""Durable steps: ``ctx.step.run``, ``run_workflow``, ``emit_event``, ``schedule_event``
+(and the durable waits of :mod:`redflow.engine.waits`).
 
 A step's outcome is stored in the run's steps hash; when a retried run
 reaches a step that already succeeded, the stored output is returned and the
@@ -11,9 +12,10 @@ from __future__ import annotations
 
 import inspect
 import time
-from collections.abc import Callable, Mapping, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -30,9 +32,11 @@ from redflow.core.errors import (
 )
 from redflow.core.keys import step_event_idempotency_key, step_workflow_idempotency_key
 from redflow.core.models import STEP_SUCCEEDED, step_failed_json, step_seq, step_succeeded_json
+from redflow.engine import waits
 from redflow.engine.context import RunInterrupt
 
 if TYPE_CHECKING:
+    from redflow.core.models import EventWaiter
     from redflow.engine.context import CancelSignal, RunInfo
     from redflow.handle import RunState
     from redflow.registry import Workflow
@@ -63,6 +67,11 @@ class StepClient(Protocol):
     def wait_for(self, run_id: str, *, timeout: float = 30.0, assist: Any = None) -> Any: ...
     def emit_event(self, name: str, payload: Any = None, idempotency_key: str | None = None) -> list[str]: ...
     def schedule_event(self, name: str, payload: Any = None, at: float | None = None, idempotency_key: str | None = None) -> list[str]: ...
+    def start_children(self, workflow: Workflow | str, inputs: Sequence[Any], *, parent_run_id: str, parent_queue: str,
+                       step: str) -> list[str]: ...  # fmt: skip
+    def read_states(self, run_ids: Sequence[str]) -> list[RunState | None]: ...
+    def register_event_wait(self, event: str, waiter: EventWaiter) -> None: ...
+    def forget_event_wait(self, event: str, waiter: EventWaiter) -> None: ...
 
 
 class StepHost(Protocol):
@@ -81,7 +90,8 @@ class StepHost(Protocol):
     def client(self) -> StepClient: ...
     def now_ms(self) -> int: ...
     def raise_if_interrupted(self) -> None: ...
-    def save_step(self, name: str, step_json: str) -> None: ...
+    def save_step(self, name: str, step_json: str, expected: str = "") -> str | None: ...
+    def set_progress(self, value_json: str) -> None: ...
     def step_scope(self, name: str) -> AbstractContextManager[Any]: ...
     def step_observed(self, name: str, status: str, duration_s: float) -> None: ...
     def run_child_inline(self, queue: str, child_id: str) -> bool: ...
@@ -142,6 +152,13 @@ class StepApi:
     def run(self, name: str, fn: Callable[..., Any], *, timeout: float | None = None) -> Any:
         """Run ``fn`` once per run: its JSON output is stored, and returned
         from the store on a retried run. ``timeout`` in seconds."""
+        record = self._begin(name)
+        if record is not None and record.get("status") == STEP_SUCCEEDED:
+            return self._replay(name, record)
+        return self._execute(name, self._seq_of(record), fn, timeout)
+
+    def _begin(self, name: str) -> dict[str, Any] | None:
+        """Claim ``name`` for this run (unique names) and return its stored record, if any."""
         attempt = self._attempt
         attempt.raise_if_interrupted()
         if not isinstance(name, str) or not name:
@@ -151,22 +168,33 @@ class StepApi:
                 f"Duplicate step name {name!r} in workflow {attempt.info.workflow!r}. Step names must be unique within a run."
             )
         self._used.add(name)
-
         record = self._cache.get(name)
         if isinstance(record, _Corrupt):
             raise CorruptDataError(f"step {name!r} of run {attempt.run_id}: stored record is not valid JSON: {record.raw[:80]!r}")
-        if record is not None and record.get("status") == STEP_SUCCEEDED:
-            output_json = record.get("outputJson")
-            return None if output_json is None else codec.loads(output_json, what=f"step {name!r} output")
+        return record
 
+    @staticmethod
+    def _replay(name: str, record: dict[str, Any]) -> Any:
+        output_json = record.get("outputJson")
+        return None if output_json is None else codec.loads(output_json, what=f"step {name!r} output")
+
+    def _seq_of(self, record: dict[str, Any] | None) -> int:
+        """The step's seq: kept from its record (a step re-run after failure keeps it), else the next one."""
         seq = step_seq(record) if record is not None else None
         if seq is None:
             self._max_seq += 1
-            seq = self._max_seq
-        else:
-            self._max_seq = max(self._max_seq, seq)
+            return self._max_seq
+        self._max_seq = max(self._max_seq, seq)
+        return seq
 
-        running = RunningStep(name, seq, attempt.now_ms())
+    def _execute(
+        self, name: str, seq: int, fn: Callable[..., Any], timeout: float | None, *, started_at: int | None = None, expected: str = ""
+    ) -> Any:
+        """Call ``fn`` as step ``name`` and record its output or error. ``expected``:
+        the record the step must still hold (a durable wait); if something else
+        resolved it meanwhile, that record's output is returned instead."""
+        attempt = self._attempt
+        running = RunningStep(name, seq, attempt.now_ms() if started_at is None else started_at)
         attempt.running_steps[name] = running
         began = time.perf_counter()
         try:
@@ -178,24 +206,31 @@ class StepApi:
                 raise OutputSerializationError(f"Step output is not JSON-serializable: {name}: {exc}") from exc
         except Exception as exc:
             attempt.running_steps.pop(name, None)
-            self._save_failed(name, seq, running, exc)
+            self._save_failed(name, seq, running, exc, expected)
             attempt.step_observed(name, "failed", time.perf_counter() - began)
             raise
         except BaseException as exc:
             attempt.running_steps.pop(name, None)
             if not isinstance(exc, (RunInterrupt, GreenletExit)):  # e.g. KeyboardInterrupt, gevent.Timeout
-                self._save_failed(name, seq, running, exc)
+                self._save_failed(name, seq, running, exc, expected)
             raise  # the engine's interrupt (the attempt is being stopped) is not a step failure
         attempt.running_steps.pop(name, None)
         finished = attempt.now_ms()
-        attempt.save_step(name, step_succeeded_json(seq, running.started_at, finished, output_json, attempt.info.attempt))
+        found = attempt.save_step(name, step_succeeded_json(seq, running.started_at, finished, output_json, attempt.info.attempt), expected)
+        if found is not None:  # resolved meanwhile (an event delivered): that outcome stands
+            record = codec.try_loads(found)
+            if isinstance(record, dict) and record.get("status") == STEP_SUCCEEDED:
+                self._cache[name] = record
+                return self._replay(name, record)
+            raise RedflowError(f"step {name!r} of run {attempt.run_id} was changed by another writer: {found[:80]!r}")
         self._cache[name] = {"status": STEP_SUCCEEDED, "seq": seq, "outputJson": output_json}
         attempt.step_observed(name, "succeeded", time.perf_counter() - began)
         return value
 
-    def _save_failed(self, name: str, seq: int, running: RunningStep, exc: BaseException) -> None:
+    def _save_failed(self, name: str, seq: int, running: RunningStep, exc: BaseException, expected: str = "") -> None:
         attempt = self._attempt
-        attempt.save_step(name, step_failed_json(seq, running.started_at, attempt.now_ms(), codec.dumps_error(exc), attempt.info.attempt))
+        error_json = codec.dumps_error(exc)
+        attempt.save_step(name, step_failed_json(seq, running.started_at, attempt.now_ms(), error_json, attempt.info.attempt), expected)
 
     def _call(self, fn: Callable[..., Any], name: str, timeout: float | None) -> Any:
         args = (self._attempt.signal,) if _wants_signal(fn) else ()
@@ -271,3 +306,29 @@ class StepApi:
         client = self._attempt.client
         run_ids: list[str] = self.run(name, lambda: client.schedule_event(event, payload, at=at, idempotency_key=key), timeout=timeout)
         return run_ids
+
+    # -- durable waits (redflow/engine/waits.py) ----------------------------------
+    def sleep(self, name: str, duration: float | timedelta) -> None:
+        """Give the slot back for ``duration`` (seconds or a timedelta); the run resumes after it."""
+        waits.sleep(self, name, duration)
+
+    def sleep_until(self, name: str, when: float | datetime) -> None:
+        """Give the slot back until ``when`` (unix seconds or a datetime); a time already past replays as done."""
+        waits.sleep_until(self, name, when)
+
+    def wait_for_event(self, name: str, event: str, match: dict[str, Any] | None = None, timeout: float | timedelta | None = None) -> Any:
+        """Give the slot back until ``event`` is emitted with a payload containing every top-level
+        item of ``match``: returns the payload, or ``None`` after ``timeout`` seconds."""
+        return waits.wait_for_event(self, name, event, match, timeout)
+
+    def run_workflows(self, name: str, workflow: Workflow | str, inputs: Sequence[Any]) -> list[Any]:
+        """Start one child run per input, give the slot back until all have ended, and return their outputs in input order."""
+        return waits.run_workflows(self, name, workflow, inputs)
+
+    def report_progress(self, value: Any) -> None:
+        """``ctx.progress``: keep ``value`` (JSON) on the run, latest wins."""
+        try:
+            value_json = codec.dumps(value)
+        except SerializationError as exc:
+            raise RedflowError(f"progress must be JSON-serializable: {exc}") from exc
+        self._attempt.set_progress(value_json)

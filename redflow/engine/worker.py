@@ -43,6 +43,7 @@ from redflow.engine.lease import LeaseKeeper
 from redflow.engine.limits import FlowSweeper, limited_names
 from redflow.engine.loops import BACKOFF_MAX_S, CronScheduler, Loop, Promoter, Reaper
 from redflow.engine.observers import Observers, global_observers
+from redflow.engine.parking import ScheduledEvents
 from redflow.engine.retention import RetentionCleaner
 from redflow.engine.sweeper import OrphanSweeper
 from redflow.registry import Registry, get_default_registry
@@ -125,7 +126,7 @@ class Worker:
         self._cursors: list[int] = []
         self._inflight: set[Attempt] = set()
         self._loops: list[Loop] = []
-        self.stats: dict[str, int] = dict.fromkeys(("succeeded", "failed", "retried", "canceled", "abandoned", "skipped"), 0)
+        self.stats: dict[str, int] = dict.fromkeys(("succeeded", "failed", "retried", "canceled", "parked", "abandoned", "skipped"), 0)
         self.keeper = LeaseKeeper(
             client.scripts, lease_ms=options.lease_ms, now_ms=client.now_ms, tick_ms=options.cancel_poll_ms, observers=self.observers
         )
@@ -142,6 +143,7 @@ class Worker:
             client, self.id, self.queues, options.concurrency, self._status,
             known=registry.__contains__, beat_s=options.heartbeat_s, version=__version__,
         )  # fmt: skip
+        self.scheduled_events = ScheduledEvents(client)
         self.runtime = Runtime(
             client=client,
             scripts=client.scripts,
@@ -197,6 +199,7 @@ class Worker:
             Loop("limits", self.flow_sweeper.step, self._loops_stop, on_noscript=reload).start(),
             Loop("watchdog", self._watch_connections, self._loops_stop).start(),
             Loop("registry", self._resync_if_lost, self._loops_stop).start(),
+            Loop("scheduled-events", self.scheduled_events.step, self._loops_stop).start(),
         ]
         self.heartbeat.loop = Loop("heartbeat", self.heartbeat.step, self._loops_stop).start()
         self._loops.append(self.heartbeat.loop)

@@ -20,7 +20,7 @@ from redis.exceptions import RedisError
 from redflow.client import RedflowClient, create_client
 from redflow.core import codec
 from redflow.core.errors import RedflowError
-from redflow.core.models import CronDef, Run, Step
+from redflow.core.models import WAIT_CHILDREN, WAIT_EVENT, WAIT_SLEEP, CronDef, Run, Step
 from redflow.core.retention import FINISHED_STATUSES
 from redflow.ops.limits_view import flow_rows
 from redflow.ops.shown import shown_json
@@ -203,6 +203,34 @@ def jsonable(obj: Any) -> Any:
     return dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) and not isinstance(obj, type) else obj
 
 
+def describe_wait(run: Run, steps: Sequence[Step]) -> str:
+    """Why a parked run is ``scheduled`` (a durable wait), in words; ``-`` when it is not parked."""
+    if run.status != "scheduled" or not run.parked_for:
+        return "-"
+    wait = next((s.wait for s in steps if s.name == run.parked_step and s.wait is not None), None)
+    step = f"step {run.parked_step!r}"
+    if run.parked_for == WAIT_SLEEP:
+        return f"sleeping until {fmt_time(run.available_at)} ({step})"
+    if run.parked_for == WAIT_EVENT:
+        event = f"event {wait.event!r}" if wait is not None and wait.event else "an event"
+        match = f" matching {preview(wait.match)}" if wait is not None and wait.match else ""
+        timeout = f", times out {fmt_time(wait.timeout_at / 1000)}" if wait is not None and wait.timeout_at else ""
+        return f"waiting for {event}{match} ({step}{timeout})"
+    if run.parked_for == WAIT_CHILDREN:
+        children = f"its {len(wait.children)} children" if wait is not None else "its children"
+        return f"waiting for {children} to end ({step})"
+    return f"parked: {run.parked_for} ({step})"
+
+
+def fmt_step_outcome(step: Step, limit: int = PREVIEW_CHARS) -> str:
+    """A step's output, its error, or what it waits for."""
+    if step.error is not None:
+        return fmt_error(step.error)
+    if step.wait is not None:
+        return f"(waiting: {step.wait.kind})"
+    return preview(step.output, limit)
+
+
 def runs_table(runs: Sequence[Run]) -> str:
     rows = [(r.id, r.workflow, r.status, fmt_attempt(r), fmt_time(r.created_at), fmt_duration(r.started_at, r.finished_at)) for r in runs]
     return format_table(("ID", "WORKFLOW", "STATUS", "ATTEMPT", "CREATED (UTC)", "DURATION"), rows)
@@ -216,14 +244,12 @@ def run_details(run: Run, steps: Sequence[Step]) -> str:
         ("output", preview(run.output, 200) if run.status == "succeeded" else "-"), ("error", fmt_error(run.error)),
         ("cancel", run.cancel_reason or ("requested" if run.cancel_requested_at else "-")), ("parent", run.parent_run_id or "-"),
         ("tags", " ".join(f"{k}={v}" for k, v in run.tags.items()) or "-"),
+        ("waiting", describe_wait(run, steps)), ("progress", preview(run.progress, 200) if run.progress is not None else "-"),
     ]  # fmt: skip
     head = "\n".join(f"{name:<9} {value}" for name, value in fields)
     if not steps:
         return head + "\n\n(no steps)"
-    rows = [
-        (s.seq, s.name, s.status, fmt_duration(s.started_at, s.finished_at), preview(s.output) if s.error is None else fmt_error(s.error))
-        for s in steps
-    ]
+    rows = [(s.seq, s.name, s.status, fmt_duration(s.started_at, s.finished_at), fmt_step_outcome(s)) for s in steps]
     return head + "\n\n" + format_table(("SEQ", "STEP", "STATUS", "DURATION", "OUTPUT / ERROR"), rows)
 
 

@@ -49,6 +49,7 @@ _OUTCOME_COUNTERS = {
     "failed": ("redflow_runs_failed", "Runs that ended failed (no retry left, or not retryable)."),
     "retried": ("redflow_runs_retried", "Failed attempts scheduled for a retry."),
     "canceled": ("redflow_runs_canceled", "Runs that ended canceled."),
+    "parked": ("redflow_attempts_parked", "Attempts that parked their run in a durable wait (sleep, event, children)."),
     "abandoned": ("redflow_attempts_abandoned", "Attempts left to another worker (lease lost, worker stopping)."),
     "skipped": ("redflow_attempts_skipped", "Claims with nothing to run (held elsewhere, gone, already finished)."),
 }

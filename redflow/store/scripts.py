@@ -35,9 +35,9 @@ _CLAIM = ("limits", "priority", "start", "claim")
 #: Script name -> the helper files it needs, in order. The one list of scripts.
 SCRIPTS: Mapping[str, tuple[str, ...]] = {
     "enqueue_run": ("priority",),
-    "start_run": ("status", "limits", "start"),
-    "take_run": ("status", *_CLAIM),
-    "settle_run": ("status", "finalize", "terminal_index", *_CLAIM),
+    "start_run": ("status", "waits", "limits", "start"),
+    "take_run": ("status", "waits", *_CLAIM),
+    "settle_run": ("status", "finalize", "terminal_index", "waits", *_CLAIM),
     "cancel_run": ("status", "finalize", "terminal_index", "limits"),
     "retry_run": ("status", "terminal_index", "priority"),
     "promote_run": ("priority",),
@@ -53,6 +53,9 @@ SCRIPTS: Mapping[str, tuple[str, ...]] = {
     "purge_run": ("status",),
     "heal_limit": ("status", "limits"),
     "ensure_marker": ("priority",),
+    "deliver_event": ("status", "waits"),
+    "child_ended": ("status", "waits"),
+    "forget_waiters": (),
 }
 
 
@@ -163,16 +166,18 @@ class RetryReply:
 
 @dataclass(frozen=True, slots=True)
 class StepSaved:
-    """``save_step``: ``saved``, ``kept`` (a marker found a newer record) or
-    ``stale`` (this attempt does not own the run); and the run's
+    """``save_step``: ``saved``, ``kept`` (a marker found a newer record),
+    ``stale`` (this attempt does not own the run) or ``changed`` (the record
+    was not the expected one: ``current`` is what it holds); and the run's
     ``cancelRequestedAt`` ("" when none)."""
 
     state: str
     cancel_requested_at: str
+    current: str = ""
 
     @classmethod
     def parse(cls, reply: Sequence[str]) -> StepSaved:
-        return cls(reply[0], reply[1] or "")
+        return cls(reply[0], reply[1] or "", reply[2] if len(reply) > 2 else "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -324,14 +329,18 @@ class Scripts:
         next_token: str = "",
         index_keys: Sequence[str] = (),
         limited: str = "",
+        park: Sequence[str] = (),
         conn: Any = None,
     ) -> Settled:
-        """Finalize (``status`` terminal) or schedule a retry (``status="scheduled"``).
-        ``check_lease``: also refuse when the lease key is someone else's (the
-        attempt's lease may have lapsed); ``cleanup``: delete fields an earlier
-        attempt left (errorJson, availableAt); ``next_token``: also claim and
-        start the next run of the queue under this lease token; ``index_keys``: the
-        run's failed / canceled index pairs (``Keys.terminal_index_keys``)."""
+        """Finalize (``status`` terminal), schedule a retry (``status="scheduled"``)
+        or park the run in a durable wait (``status="parked"``, ``park`` the
+        wait: see ``park_run`` in waits.lua). ``check_lease``: also refuse when
+        the lease key is someone else's (the attempt's lease may have lapsed);
+        ``cleanup``: delete fields an earlier attempt left (errorJson,
+        availableAt); ``next_token``: also claim and start the next run of the
+        queue under this lease token; ``index_keys``: the run's failed /
+        canceled index pairs (``Keys.terminal_index_keys``); ``limited``: the
+        workflows with limits this worker knows (limits.lua)."""
         k = self.keys
         keys = [
             k.run(run_id, queue), *k.all_runs_status(queue), k.queue_processing(queue), k.run_lease(run_id, queue),
@@ -340,7 +349,7 @@ class Scripts:
         ]  # fmt: skip
         args = [
             run_id, status, now, output_json, error_json, token, WAKE_TTL_MS, retry_at,
-            "1" if check_lease else "0", "1" if cleanup else "0", next_token, lease_ms, k.run_prefix(queue), limited,
+            "1" if check_lease else "0", "1" if cleanup else "0", next_token, lease_ms, k.run_prefix(queue), limited, *park,
         ]  # fmt: skip
         return self._call("settle_run", keys, args, conn, Settled.parse)
 
@@ -412,12 +421,14 @@ class Scripts:
         step_json: str,
         lease_ms: int,
         marker_started_at: int | None = None,
+        expected: str = "",
         conn: Any = None,
     ) -> StepSaved:
+        """``expected``: write only while the step's record is exactly this one."""
         k = self.keys
         keys = [k.run_steps(run_id, queue), k.run_lease(run_id, queue), k.run(run_id, queue)]
         marker = "" if marker_started_at is None else str(marker_started_at)
-        return self._call("save_step", keys, [token, name, step_json, marker, lease_ms], conn, StepSaved.parse)
+        return self._call("save_step", keys, [token, name, step_json, marker, lease_ms, expected], conn, StepSaved.parse)
 
     def purge_invalid_entries(self, *, queue: str, conn: Any = None) -> list[str]:
         """Remove processing entries that cannot be run ids; returns them (decoded with U+FFFD)."""
@@ -488,6 +499,26 @@ class Scripts:
         k = self.keys
         keys = [k.queue_ready(queue), k.queue_processing(queue), k.queue_prioritized(queue)]
         return self._call("ensure_marker", keys, [], conn, _flag)
+
+    # -- durable waits and fan-out ---------------------------------------------------
+    def deliver_event(self, *, run_id: str, queue: str, step: str, waiting: str, resolved: str, now: int, conn: Any = None) -> str:
+        """``resumed`` | ``delivered`` | ``done`` | ``pending`` | ``gone`` (see deliver_event.lua)."""
+        k = self.keys
+        keys = [k.run(run_id, queue), *k.all_runs_status(queue), k.run_steps(run_id, queue), k.queue_scheduled(queue), k.queue_ready(queue)]
+        return self._call("deliver_event", keys, [run_id, step, waiting, resolved, now], conn, _text)
+
+    def child_ended(self, *, child_id: str, parent_id: str, parent_queue: str, now: int, conn: Any = None) -> str:
+        """``resumed`` | ``waiting`` | ``noted`` | ``seen`` (see child_ended.lua)."""
+        k = self.keys
+        keys = [
+            k.run(parent_id, parent_queue), *k.all_runs_status(parent_queue), k.run_children_ended(parent_id, parent_queue),
+            k.queue_scheduled(parent_queue), k.queue_ready(parent_queue),
+        ]  # fmt: skip
+        return self._call("child_ended", keys, [child_id, parent_id, now], conn, _text)
+
+    def forget_waiters(self, *, event: str, entries: Sequence[tuple[str, str]], conn: Any = None) -> int:
+        """Drop ``(run id, entry)`` pairs of ``event``'s waiter index that still hold that entry."""
+        return self._call("forget_waiters", [self.keys.event_waiters(event)], [part for pair in entries for part in pair], conn, int)
 
 
 def run_own_keys(keys: Keys, run_id: str, queue: str | None) -> list[str]:

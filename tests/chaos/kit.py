@@ -86,10 +86,8 @@ def watched(client: Any) -> Any:
 
     def enqueue_flagged(**kwargs: Any) -> Any:
         every_other = bulk[0] and kwargs["run_id"][-1] in "02468ace"
-        extra = dict(kwargs.pop("extra_fields", None) or {})  # the client's own (flow control)
-        if not every_other:
-            extra["waiters"] = "1"
-        return enqueue(**kwargs, extra_fields=extra)
+        extra = dict(kwargs.pop("extra_fields", None) or {})  # a feature's own fields (a fan-out child's) stay
+        return enqueue(**kwargs, extra_fields=extra if every_other else {**extra, "waiters": "1"})
 
     def run_many_half_flagged(*args: Any, **kwargs: Any) -> Any:
         bulk[0] = True

@@ -72,9 +72,15 @@ def test_every_script_touches_keys_of_one_slot_in_cluster_mode():
     scripts.search_runs(walk=keys.tag("customer", "42", "emails"), probes=probes, after=None, wanted=1, skip_budget=1, batch=1)
     scripts.heal_limit(held_key="redflow:v1:{q:emails}:limit:2:wf:held", queue="emails")
     scripts.ensure_marker(queue="emails")
-    assert len(rec.calls) == 15
-    # start, take, settle, cancel and heal_limit build run keys (limits name theirs, under the queue's tag: limits.lua checks)
-    assert sum(1 for keys in rec.calls if keys[-1].endswith(":run:run_x")) == 5
+    # durable waits: a park (its steps and children-ended keys are the run key + a suffix), a delivery,
+    # a child's end reported to its parent on another queue, the event index
+    scripts.settle_run(**common, status="parked", now=1, token="t", lease_ms=1000, park=["children", "s", "{}", "1", "1", "run_c"])
+    scripts.deliver_event(**common, step="s", waiting="{}", resolved="{}", now=1)
+    scripts.child_ended(child_id="run_1", parent_id="run_p", parent_queue="reports", now=1)
+    scripts.forget_waiters(event="e", entries=[("run_1", "{}")])
+    assert len(rec.calls) == 19
+    # start, take, the settles, cancel and heal_limit build run keys (limits name theirs, under the queue's tag: limits.lua checks)
+    assert sum(1 for keys in rec.calls if keys[-1].endswith(":run:run_x")) == 6
     for keys in rec.calls:
         assert len({key_slot(k.encode()) for k in keys}) == 1, keys
 

@@ -8,16 +8,18 @@ workers' records, one pipelined round trip per chart, the newest
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from redflow.client import RedflowClient
 from redflow.core.keys import RUN_STATUSES
 from redflow.core.models import Run, Step
 from redflow.ops.admin import (
+    describe_wait,
     fmt_attempt,
     fmt_duration,
     fmt_error,
     fmt_seconds,
+    fmt_step_outcome,
     fmt_time,
     preview,
     queue_counts,
@@ -164,17 +166,17 @@ class Pages:
         body = self._render(
             "run.html", base=h(base), id=h(run.id), badge=badge(run.status), input=h(pretty(run.input)), outcome=outcome,
             notice=f'<div class="notice">{h(notice)}</div>' if notice else "",
-            facts="".join(f"<dt>{h(k)}</dt><dd>{v}</dd>" for k, v in self._facts(base, run)),
+            facts="".join(f"<dt>{h(k)}</dt><dd>{v}</dd>" for k, v in self._facts(base, run, steps)),
             actions=self._actions(base, run), steps=steps_table(steps), children=self._children(base, run),
             timeline=run_timeline(run, steps, self.client.now_ms() / 1000.0),
         )  # fmt: skip
         return run.id, body
 
-    def _facts(self, base: str, run: Run) -> list[tuple[str, str]]:
-        """The run's facts as (name, HTML). Progress goes here, as one more row."""
+    def _facts(self, base: str, run: Run, steps: Sequence[Step]) -> list[tuple[str, str]]:
+        """The run's facts as (name, HTML): what it is waiting for while parked, its tags and progress."""
         from redflow.ops.dashboard_operations import tags_html  # it builds on this package
 
-        return [
+        facts = [
             ("workflow", f'<a href="{h(base)}/?workflow={h(run.workflow)}">{h(run.workflow)}</a>'), ("queue", h(run.queue)),
             ("attempt", h(fmt_attempt(run))), ("created", h(fmt_time(run.created_at))), ("started", h(fmt_time(run.started_at))),
             ("finished", h(fmt_time(run.finished_at))), ("duration", h(fmt_duration(run.started_at, run.finished_at))),
@@ -182,6 +184,11 @@ class Pages:
             ("cancel", h(run.cancel_reason or ("requested" if run.cancel_requested_at else "-"))),
             ("tags", tags_html(run.tags, base) if run.tags else "-"),
         ]  # fmt: skip
+        if run.status == "scheduled" and run.parked_for:
+            facts.append(("waiting", h(describe_wait(run, steps))))
+        if run.progress is not None:
+            facts.append(("progress", f"<code>{h(preview(run.progress, 300))}</code>"))
+        return facts
 
     def _children(self, base: str, run: Run) -> str:
         ids = self.client.list_children(run.id)
@@ -208,7 +215,7 @@ def steps_table(steps: list[Step]) -> str:
             badge(s.status),
             h(fmt_time(s.started_at)),
             h(fmt_duration(s.started_at, s.finished_at)),
-            error_html(s.error) if s.error else f"<code>{h(preview(s.output, 300))}</code>",
+            error_html(s.error) if s.error else f"<code>{h(fmt_step_outcome(s, 300))}</code>",
         ]
         for s in steps
     )

@@ -3,12 +3,15 @@
 -- its lease even if the keeper is late); returns the run's
 -- cancelRequestedAt so that a step boundary notices a cancel for free. With
 -- a marker startedAt (a step still going), only writes the "running" record
--- if no record of that execution (or a success) is there already.
+-- if no record of that execution (or a success) is there already. With an
+-- expected record (a durable wait ending), only writes while the step's
+-- record is still exactly that one: an event may have resolved it meanwhile.
 -- KEYS: steps, lease, run
--- ARGV: lease token, step name, step JSON, marker startedAt or "", lease ms
--- Returns {"saved" | "kept" | "stale", cancelRequestedAt}.
+-- ARGV: lease token, step name, step JSON, marker startedAt or "", lease ms, expected record or ""
+-- Returns {"saved" | "kept" | "stale", cancelRequestedAt}, or
+-- {"changed", cancelRequestedAt, the record found instead of the expected one}.
 local steps_key, lease_key, run_key = KEYS[1], KEYS[2], KEYS[3]
-local token, name, step_json, marker, lease_ms = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local token, name, step_json, marker, lease_ms, expected = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6] or ""
 
 local run = redis.call("hmget", run_key, "status", "cancelRequestedAt", "leaseToken")
 if not owns(lease_key, token, run[1], run[3], lease_ms, marker == "") then
@@ -24,6 +27,12 @@ if marker ~= "" then
       (record.status == "succeeded" or tostring(record.startedAt) == marker) then
       return {"kept", cancel_at}
     end
+  end
+end
+if expected ~= "" then
+  local current = redis.call("hget", steps_key, name)
+  if current ~= expected then
+    return {"changed", cancel_at, current or ""}
   end
 end
 redis.call("hset", steps_key, name, step_json)

@@ -1,9 +1,9 @@
--- settle_run (needs status.lua, finalize.lua, terminal_index.lua, limits.lua, priority.lua, start.lua,
--- claim.lua): end one attempt,
+-- settle_run (needs status.lua, finalize.lua, terminal_index.lua, waits.lua, limits.lua, priority.lua,
+-- start.lua, claim.lua): end one attempt,
 -- and (with a next token) claim and start the next run of the same queue in
 -- the same call, so that a busy slot costs one round trip per run.
--- Ending: finalize (succeeded / failed / canceled) or schedule a retry, and
--- leave processing. The fence: the run hash names the lease token of the
+-- Ending: finalize (succeeded / failed / canceled), schedule a retry or park
+-- the run in a durable wait (waits.lua), and leave processing. The fence: the run hash names the lease token of the
 -- attempt that started it last (every start writes it), so a run another
 -- attempt took over is refused ("stale"); with check-lease (the attempt's
 -- lease may have lapsed), a lease held by anyone else refuses it too. A
@@ -14,12 +14,13 @@
 -- and the next run is claimed past runs a limit holds back (claim.lua).
 -- KEYS: run, the six status zsets, queue processing, lease, done, queue scheduled, queue ready, queue prioritized,
 --       then the run's failed / canceled index pairs (terminal_index.lua; written only when it ends so)
--- ARGV: run id, status (succeeded|failed|canceled|scheduled), now ms,
+-- ARGV: run id, status (succeeded|failed|canceled|scheduled|parked), now ms,
 --       outputJson, errorJson, lease token, wake ttl ms, retry at ms,
 --       "1" to check the lease, "1" to clean fields of an earlier attempt,
 --       next lease token ("" claims nothing), lease ms, run key prefix,
---       limited workflows ("\n"-separated, see limits.lua)
--- Returns {status the run ended in | "stale" | "missing"} and, when a next
+--       limited workflows ("\n"-separated, see limits.lua),
+--       then, to park, the wait (see park_run in waits.lua)
+-- Returns {status the run ended in | "parked" | "woken" | "stale" | "missing"} and, when a next
 -- run was asked for, its id ("" if the queue is empty) and start reply.
 local run_key = KEYS[1]
 local index = status_keys(2)
@@ -54,6 +55,9 @@ local function settle()
     release_units(run[5], run_id, run_prefix)
   end
   local final = final_status(requested, cancel_at)
+  if final == "parked" then  -- a durable wait (waits.lua); its arguments follow this script's own
+    return park_run(run_key, index, run_id, prev, lease_key, queue_scheduled_key, ready_key, now, ARGV, 15)
+  end
   if final == "scheduled" then
     move_status(run_key, index, run_id, prev, "scheduled", now, {"availableAt", retry_at, "errorJson", error_json, "leaseToken", ""})
     redis.call("zadd", queue_scheduled_key, retry_at, run_id)

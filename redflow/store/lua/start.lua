@@ -1,4 +1,4 @@
--- Helper (needs status.lua, limits.lua): start a run already moved into processing.
+-- Helper (needs status.lua, waits.lua, limits.lua): start a run already moved into processing.
 -- Take its lease (SET NX GET: one command reads the holder and takes it),
 -- read the run once, queued -> running (+1 attempt, startedAt on first
 -- pickup, the attempt's lease token kept in the run hash as its fence), and
@@ -57,7 +57,8 @@ local function start_claimed(run_prefix, processing_key, index, run_id, token, l
     table.insert(fields, now)
   end
   if status == "queued" and not resumed then
-    if counted then
+    local parked = run["parkedFor"] and run["parkedFor"] ~= ""  -- waits.lua: a parked run resumes its attempt
+    if counted and not parked then
       attempt = before + 1
       table.insert(fields, "attempt")
       table.insert(fields, tostring(attempt))
@@ -68,6 +69,9 @@ local function start_claimed(run_prefix, processing_key, index, run_id, token, l
       if held then
         return held
       end
+    end
+    if parked then
+      resume_parked(run_key, run)  -- clears its marks, now that it runs again
     end
     move_status(run_key, index, run_id, "queued", "running", now, fields)
   else

@@ -1,0 +1,219 @@
+"""Durable waits: ``ctx.step.sleep``, ``sleep_until``, ``wait_for_event`` and ``run_workflows``.
+
+A wait that is not over parks the run instead of holding its slot: the step
+raises :class:`ParkRun`, the attempt ends ``Parked``, and its settle
+(``settle_run.lua`` with ``waits.lua``) stores the step's ``running`` record
+with the wait in it and moves the run to ``scheduled`` until its wake time,
+releasing the lease. When it is due (the promoter), or woken early (its
+event delivered, its last child ended), the run starts again as the same
+attempt: the handler runs from the top, finished steps replay, and the
+wait's step finds its record: over, it resolves; not over, it parks again.
+
+A run parked with no due time would be one nothing ever looks at again, so
+every parked run has one: a sleep its wake time, an event wait its timeout
+or an hourly look (which also re-registers a lost index entry), a wait for
+children a look that backs off from 1 s to 5 min (the last child to end
+wakes it at once; the look covers a child ended by another client's worker).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from redflow.core import codec
+from redflow.core.errors import RedflowError, RunNotFoundError, SerializationError
+from redflow.core.models import (
+    STEP_SUCCEEDED,
+    WAIT_CHILDREN,
+    WAIT_EVENT,
+    WAIT_SLEEP,
+    EventWaiter,
+    Wait,
+    step_waiting_json,
+)
+
+if TYPE_CHECKING:
+    from redflow.engine.step import StepApi
+    from redflow.handle import RunState
+    from redflow.registry import Workflow
+
+#: An event wait with no timeout (or a far one) is looked at again this often.
+EVENT_RECHECK_MS = 3_600_000
+CHILDREN_RECHECK_MIN_MS = 1_000
+CHILDREN_RECHECK_MAX_MS = 300_000
+
+
+@dataclass(slots=True)
+class ParkRequest:
+    """What a parking step asks of the settle: the wait's step and record, its
+    wake time (Redis ms) and, for children, those seen running and ended."""
+
+    reason: str
+    step: str
+    record: str
+    wake_at: int
+    running: tuple[str, ...] = ()
+    ended: tuple[str, ...] = ()
+
+    def settle_args(self) -> list[str]:
+        """The wait as ``settle_run`` takes it (``park_run`` in waits.lua)."""
+        args = [self.reason, self.step, self.record, str(self.wake_at)]
+        if self.reason == WAIT_CHILDREN:
+            args += [str(len(self.running)), *self.running, *self.ended]
+        return args
+
+
+class ParkRun(BaseException):
+    """Raised by a wait step that is not over: the attempt ends ``Parked``. Not an
+    ``Exception``, so that a handler's ``except Exception:`` cannot swallow it."""
+
+    def __init__(self, request: ParkRequest) -> None:
+        super().__init__(f"parked in step {request.step!r} ({request.reason})")
+        self.request = request
+
+
+# -- the steps -------------------------------------------------------------------
+
+
+def sleep(steps: StepApi, name: str, duration: float | timedelta) -> None:
+    """Park the run for ``duration`` (seconds or a timedelta), measured from the
+    first time the step runs: a resumed run keeps the wake time it stored."""
+    duration_ms = _duration_ms(duration, "sleep")
+    _sleep(steps, name, lambda now: now + duration_ms)
+
+
+def sleep_until(steps: StepApi, name: str, when: float | datetime) -> None:
+    """Park the run until ``when`` (unix seconds, or a datetime; a naive one is local time)."""
+    at_ms = _unix_ms(when)
+    _sleep(steps, name, lambda now: at_ms)
+
+
+def _sleep(steps: StepApi, name: str, wake_at_of: Any) -> None:
+    record, wait = _begin_wait(steps, name, WAIT_SLEEP)
+    if record is not None and record.get("status") == STEP_SUCCEEDED:
+        return
+    now, seq = steps._attempt.now_ms(), steps._seq_of(record)
+    wake_at = wait.wake_at if wait is not None and wait.wake_at is not None else int(wake_at_of(now))
+    if wake_at <= now:  # over (or never started): done
+        steps._execute(name, seq, _nothing, None, started_at=_started_at(record, now))
+        return
+    waiting = codec.dumps(record) if wait is not None else step_waiting_json(seq, now, Wait(WAIT_SLEEP, wake_at=wake_at))
+    raise ParkRun(ParkRequest(WAIT_SLEEP, name, waiting, wake_at))
+
+
+def wait_for_event(
+    steps: StepApi, name: str, event: str, match: dict[str, Any] | None = None, timeout: float | timedelta | None = None
+) -> Any:
+    """Park the run until ``event`` is emitted with a payload that contains every
+    top-level item of ``match``; return the payload, or ``None`` after
+    ``timeout`` seconds. An event emitted before the step first ran does not count."""
+    if not isinstance(event, str) or not event:
+        raise RedflowError("wait_for_event needs a non-empty event name")
+    match = _checked_match(match)
+    timeout_ms = None if timeout is None else _duration_ms(timeout, "wait_for_event timeout")
+    record, wait = _begin_wait(steps, name, WAIT_EVENT)
+    if record is not None and record.get("status") == STEP_SUCCEEDED:
+        return steps._replay(name, record)
+    host = steps._attempt
+    now, seq = host.now_ms(), steps._seq_of(record)
+    if wait is None:
+        wait = Wait(WAIT_EVENT, event=event, match=match, timeout_at=None if timeout_ms is None else now + max(1, timeout_ms))
+        waiting = step_waiting_json(seq, now, wait)
+    else:  # a replay: the stored wait stands
+        waiting = codec.dumps(record)
+    waiter = EventWaiter(host.run_id, host.info.queue, name, wait.match or {}, waiting)
+    client = host.client
+    if wait.timeout_at is not None and wait.timeout_at <= now:
+        value = steps._execute(name, seq, _nothing, None, started_at=_started_at(record, now), expected=waiting)
+        client.forget_event_wait(wait.event or event, waiter)
+        return value  # None, unless the event landed just before
+    client.register_event_wait(wait.event or event, waiter)
+    recheck_at = now + EVENT_RECHECK_MS
+    raise ParkRun(ParkRequest(WAIT_EVENT, name, waiting, recheck_at if wait.timeout_at is None else min(wait.timeout_at, recheck_at)))
+
+
+def run_workflows(steps: StepApi, name: str, workflow: Workflow | str, inputs: Sequence[Any]) -> list[Any]:
+    """Start one child run of ``workflow`` per input (once per parent run), park
+    until all have ended, and return their outputs in input order. A failed
+    child raises ``RunFailedError`` naming it (the first in input order, once
+    all have ended); a canceled one ``CanceledError``."""
+    if isinstance(inputs, (str, bytes)) or not isinstance(inputs, Sequence):
+        raise RedflowError("run_workflows needs a list of inputs")
+    record, wait = _begin_wait(steps, name, WAIT_CHILDREN)
+    if record is not None and record.get("status") == STEP_SUCCEEDED:
+        return list(steps._replay(name, record) or [])
+    host = steps._attempt
+    now, seq = host.now_ms(), steps._seq_of(record)
+    if wait is None:
+        ids = tuple(host.client.start_children(workflow, list(inputs), parent_run_id=host.run_id, parent_queue=host.info.queue, step=name))
+        waiting, started_at = step_waiting_json(seq, now, Wait(WAIT_CHILDREN, children=ids)), now
+    else:
+        ids, waiting, started_at = wait.children, codec.dumps(record), _started_at(record, now)
+    states = host.client.read_states(ids)
+    running = tuple(child for child, state in zip(ids, states) if state is not None and not state.is_terminal)
+    if not running:
+        return list(steps._execute(name, seq, lambda: _outputs(ids, states), None, started_at=started_at))
+    ended = tuple(child for child, state in zip(ids, states) if state is not None and state.is_terminal)
+    recheck_ms = min(CHILDREN_RECHECK_MAX_MS, max(CHILDREN_RECHECK_MIN_MS, now - started_at))
+    raise ParkRun(ParkRequest(WAIT_CHILDREN, name, waiting, now + recheck_ms, running, ended))
+
+
+# -- helpers -------------------------------------------------------------------
+
+
+def _begin_wait(steps: StepApi, name: str, kind: str) -> tuple[dict[str, Any] | None, Wait | None]:
+    """The step's record and, if it holds one of this kind, its stored wait."""
+    record = steps._begin(name)
+    running = steps._attempt.running_steps
+    if running:
+        raise RedflowError(f"step {name!r}: a durable wait cannot run inside another step ({', '.join(running)})")
+    wait = Wait.of_record(record)
+    return record, wait if wait is not None and wait.kind == kind else None
+
+
+def _started_at(record: dict[str, Any] | None, default: int) -> int:
+    started = record.get("startedAt") if record is not None else None
+    return started if isinstance(started, int) else default
+
+
+def _outputs(ids: Sequence[str], states: Sequence[RunState | None]) -> list[Any]:
+    """Outputs in input order; the first child that did not succeed raises what its end means."""
+    outputs = []
+    for child, state in zip(ids, states):
+        if state is None:
+            raise RunNotFoundError(child)
+        outputs.append(state.outcome())
+    return outputs
+
+
+def _nothing() -> None:
+    return None
+
+
+def _duration_ms(value: float | timedelta, what: str) -> int:
+    seconds = value.total_seconds() if isinstance(value, timedelta) else value
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds) or seconds < 0:
+        raise RedflowError(f"{what} needs seconds >= 0 (a number or a timedelta), got {value!r}")
+    return int(round(seconds * 1000))
+
+
+def _unix_ms(when: float | datetime) -> int:
+    seconds = when.timestamp() if isinstance(when, datetime) else when
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds):
+        raise RedflowError(f"sleep_until needs unix seconds or a datetime, got {when!r}")
+    return int(round(seconds * 1000))
+
+
+def _checked_match(match: Any) -> dict[str, Any] | None:
+    if match is None:
+        return None
+    if not isinstance(match, dict) or not all(isinstance(key, str) for key in match):
+        raise RedflowError(f"wait_for_event match must be a dict with string keys, got {match!r}")
+    try:
+        return dict(codec.loads(codec.dumps(match)))
+    except SerializationError as exc:
+        raise RedflowError(f"wait_for_event match must be JSON: {exc}") from exc
