@@ -135,6 +135,24 @@ def test_an_event_wait_resumes_on_a_matching_payload_once_and_returns_it(start, 
     assert client.get_run(handle.id).output == {"order": 7, "by": "ada"}
 
 
+def test_a_run_canceled_while_it_waits_for_an_event_leaves_no_waiter_entry_once_purged(start, registry, client, r, prefix):
+    approval = _approval(registry, r, prefix)
+    start()
+    canceled, waiting = approval.run({"order": 1}, client=client), approval.run({"order": 2}, client=client)
+    wait_until(lambda: parked(client, canceled.id, "event") and parked(client, waiting.id, "event"))
+    waiters = client.keys.event_waiters("order.approved")
+    assert client.cancel(canceled.id, reason="order withdrawn")
+    with pytest.raises(CanceledError):
+        canceled.result(5)
+    assert r.hexists(waiters, canceled.id)  # until the event comes or the run is purged
+
+    assert client.purge(0, status="canceled") == 1
+    assert r.exists(client.keys.run(canceled.id, "default"), client.keys.run_steps(canceled.id, "default")) == 0
+    assert not r.hexists(waiters, canceled.id) and r.hexists(waiters, waiting.id)  # only the purged run's entry goes
+    client.emit_event("order.approved", {"order": 2})
+    assert waiting.result(5) == {"order": 2}
+
+
 def test_an_event_wait_returns_none_after_its_timeout(start, registry, client, r, prefix):
     approval = _approval(registry, r, prefix)
     start()

@@ -6,6 +6,11 @@ run), judged by the caller, then deleted by ``purge_run.lua``, which checks
 again inside Redis that the run is still terminal and still the one that was
 read, so a run retried meanwhile survives and a live run is never touched.
 Every call here sends at most one page of runs per round trip.
+
+A run canceled while it waited for an event still has its entry in that
+event's waiter index (``P:event:waiters:<event>``, another hash slot); the
+purge removes it too, reading the event from the parked step's record first
+(one more round trip, only for pages that hold such runs).
 """
 
 from __future__ import annotations
@@ -14,13 +19,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from redflow.core import codec
 from redflow.core.keys import TERMINAL_STATUSES, Keys
-from redflow.core.models import RunField
+from redflow.core.models import WAIT_EVENT, RunField, Wait
 from redflow.core.tags import tags_of
 from redflow.store.scripts import Scripts
 
 PAGE = 500
-_READ_FIELDS = (RunField.STATUS, RunField.FINISHED_AT, RunField.WORKFLOW, RunField.TAGS_JSON)
+_READ_FIELDS = (RunField.STATUS, RunField.FINISHED_AT, RunField.WORKFLOW, RunField.TAGS_JSON, RunField.PARKED_FOR, RunField.PARKED_STEP)
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +40,7 @@ class Seen:
     finished_at: str
     workflow: str
     tags: Mapping[str, str] = field(default_factory=dict)  # the run's tags: their indexes name it too
+    event_step: str | None = None  # the step it was parked in, waiting for an event (canceled while it waited)
 
     @property
     def finished_ms(self) -> int | None:
@@ -56,9 +63,10 @@ def read_runs(redis: Any, keys: Keys, entries: Sequence[tuple[str | None, str]],
     for queue, run_id in entries:
         pipe.hmget(keys.run(run_id, queue), _READ_FIELDS)
     seen = []
-    for (queue, run_id), (status, finished_at, run_workflow, raw_tags) in zip(entries, pipe.execute()):
+    for (queue, run_id), (status, finished_at, run_workflow, raw_tags, parked_for, parked_step) in zip(entries, pipe.execute()):
         run_workflow = run_workflow or (workflow if status is None else "")
-        seen.append(Seen(run_id, queue, status, finished_at or "", run_workflow, tags_of(raw_tags)))
+        event_step = parked_step if parked_for == WAIT_EVENT and parked_step else None
+        seen.append(Seen(run_id, queue, status, finished_at or "", run_workflow, tags_of(raw_tags), event_step))
     return seen
 
 
@@ -70,6 +78,7 @@ def purge_runs(scripts: Scripts, redis: Any, runs: Iterable[Seen]) -> tuple[int,
     runs = list({(run.queue, run.run_id): run for run in runs}.values())
     if not runs:
         return 0, set()
+    waits = _event_waits(scripts.keys, redis, runs)
     batch = scripts.batch()
     for run in runs:
         scripts.purge_run(
@@ -84,11 +93,35 @@ def purge_runs(scripts: Scripts, redis: Any, runs: Iterable[Seen]) -> tuple[int,
     outcomes = batch.execute()
     gone = {run.run_id for run, outcome in zip(runs, outcomes) if outcome in ("purged", "missing")}
     keys = scripts.keys
-    if keys.cluster and gone:
-        # The run-queues directory lives in another slot than the run: one more
-        # command, after the run is gone (a lookup by id then finds no run hash).
-        redis.hdel(keys.run_queues(), *gone)
+    if gone and (keys.cluster or waits):
+        # The run-queues directory and the waiter indexes live in other slots
+        # than the run: removed after the run is gone (a lookup by id then
+        # finds no run hash; a delivery, no step to resolve).
+        pipe = redis.pipeline(transaction=False)
+        if keys.cluster:
+            pipe.hdel(keys.run_queues(), *gone)
+        for run_id, event in waits.items():
+            if run_id in gone:
+                pipe.hdel(keys.event_waiters(event), run_id)
+        pipe.execute()
     return sum(1 for outcome in outcomes if outcome == "purged"), gone
+
+
+def _event_waits(keys: Keys, redis: Any, runs: Sequence[Seen]) -> dict[str, str]:
+    """Run id -> event, for the runs among ``runs`` parked in an event wait:
+    their steps' records name the event (one round trip, none if no such run)."""
+    parked = [run for run in runs if run.event_step is not None]
+    if not parked:
+        return {}
+    pipe = redis.pipeline(transaction=False)
+    for run in parked:
+        pipe.hget(keys.run_steps(run.run_id, run.queue), run.event_step)
+    waits = {}
+    for run, raw in zip(parked, pipe.execute()):
+        wait = Wait.of_record(codec.try_loads(raw)) if raw else None
+        if wait is not None and wait.kind == WAIT_EVENT and wait.event:
+            waits[run.run_id] = wait.event
+    return waits
 
 
 @dataclass(frozen=True, slots=True)

@@ -529,6 +529,7 @@ def run_own_keys(keys: Keys, run_id: str, queue: str | None) -> list[str]:
         keys.run_lease(run_id, queue),
         keys.run_done(run_id, queue),
         keys.run_children(run_id, queue),
+        keys.run_children_ended(run_id, queue),
     ]
 
 
