@@ -19,6 +19,8 @@ from urllib.parse import urlencode
 import gevent
 import pytest
 
+from redflow import NonRetryableError, define_workflow
+
 ROOT = Path(__file__).resolve().parent.parent
 CLI = str(Path(sys.executable).with_name("redflow-gevent"))
 
@@ -144,3 +146,18 @@ def write_finished_runs(r: Any, client: Any, runs: Sequence[dict[str, Any]], bat
             pipe.execute()
     pipe.execute()
     return ids
+
+
+def charge_and_parked(registry: Any, **charge_options: Any) -> None:
+    """Two workflows of the operations tests: ``charge`` (fails for good when
+    its input says ``fail``) and ``parked`` (on a queue no test worker serves)."""
+
+    @define_workflow("charge", registry=registry, max_attempts=1, **charge_options)
+    def charge(ctx: Any) -> str:
+        if ctx.input.get("fail"):
+            raise NonRetryableError("declined")
+        return "ok"
+
+    @define_workflow("parked", registry=registry, queue="parking")
+    def parked(ctx: Any) -> None:
+        return None

@@ -9,23 +9,13 @@ from html import unescape
 from urllib.parse import urlencode
 
 import pytest
+from helpers import charge_and_parked
 from test_dashboard import HOSTILE, TOKEN, dashboard, request  # noqa: F401 - dashboard is a fixture
-
-from redflow import NonRetryableError, define_workflow
 
 
 @pytest.fixture
 def tagged(registry, client, start):
-    @define_workflow("charge", registry=registry, max_attempts=1, cron=[{"id": "hourly", "expression": "0 * * * *"}])
-    def charge(ctx):
-        if ctx.input.get("fail"):
-            raise NonRetryableError("declined")
-        return "ok"
-
-    @define_workflow("parked", registry=registry, queue="parking")
-    def parked(ctx):
-        return None
-
+    charge_and_parked(registry, cron=[{"id": "hourly", "expression": "0 * * * *"}])
     worker = start(queues=["default"])
     failed = [client.run("charge", {"fail": True}, tags={"customer": "42"}) for _ in range(3)]
     for handle in failed:

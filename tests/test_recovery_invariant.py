@@ -63,27 +63,21 @@ def _step_json(client, seq: int, output: str) -> str:
 
 
 @pytest.fixture
-def app() -> Registry:
+def registry() -> Registry:
+    """This module's workflows: the conftest's ``client`` and ``start`` use them."""
     return _workflows()
 
 
-@pytest.fixture
-def rf(redis_url: str, prefix: str, app: Registry):
-    client = create_client(redis_url, prefix=prefix, registry=app)
-    yield client
-    client.close()
-
-
-def test_the_seven_step_interleaving_leaves_the_run_findable_and_a_worker_then_finishes_it(rf, r, app, start):
-    keys, scripts = rf.keys, rf.scripts
-    run_id = rf.run("two-steps").id
+def test_the_seven_step_interleaving_leaves_the_run_findable_and_a_worker_then_finishes_it(client, r, start):
+    keys, scripts = client.keys, client.scripts
+    run_id = client.run("two-steps").id
     lease = keys.run_lease(run_id)
     ta, tb = new_id("lease"), new_id("lease")
     common = {"run_id": run_id, "queue": "default", "lease_ms": LONG_LEASE_MS}
 
     # 1. slot A claims R and starts it
     assert _claim(r, keys) == run_id
-    assert scripts.start_run(**common, token=ta, now=rf.now_ms()).kind == "started"
+    assert scripts.start_run(**common, token=ta, now=client.now_ms()).kind == "started"
     # 2. A is starved past its lease; the lease expires
     r.delete(lease)
     # 3. a reaper sees R in processing without a lease and moves it to ready
@@ -91,17 +85,17 @@ def test_the_seven_step_interleaving_leaves_the_run_findable_and_a_worker_then_f
     # 4. slot B claims R
     assert _claim(r, keys) == run_id
     # 5. A wakes and records a step: nobody holds the lease and R is in processing, so A retakes it
-    state = scripts.save_step(**common, token=ta, name="a", step_json=_step_json(rf, 1, "a")).state
+    state = scripts.save_step(**common, token=ta, name="a", step_json=_step_json(client, 1, "a")).state
     assert state == "saved" and r.get(lease) == ta
     # 6. B's start finds the lease held by A: "busy", and R's processing entry stays
-    assert scripts.start_run(**common, token=tb, now=rf.now_ms()).kind == "busy"
+    assert scripts.start_run(**common, token=tb, now=client.now_ms()).kind == "busy"
     assert r.lpos(keys.queue_processing("default"), run_id) is not None
     # 7. A goes away before settling: its lease lapses
     r.delete(lease)
 
     assert unrecoverable(r, keys, [run_id]) == {}
-    start(app, concurrency=2)  # its reaper returns R to ready, a slot finishes it, replaying step a
-    assert rf.wait_for(run_id, timeout=10).outcome() == {"a": "a", "b": "b"}
+    start(concurrency=2)  # its reaper returns R to ready, a slot finishes it, replaying step a
+    assert client.wait_for(run_id, timeout=10).outcome() == {"a": "a", "b": "b"}
 
 
 def _orphan(r: redis.Redis, client) -> str:
@@ -117,47 +111,47 @@ def _orphan(r: redis.Redis, client) -> str:
     return run_id
 
 
-def test_the_sweeper_returns_a_run_older_versions_orphaned_and_a_worker_finishes_it(rf, r, app, start):
-    run_id = _orphan(r, rf)
-    worker = start(app, sweep_interval_s=0.1)
-    assert rf.wait_for(run_id, timeout=10).outcome() == {"a": "a", "b": "b"}
+def test_the_sweeper_returns_a_run_older_versions_orphaned_and_a_worker_finishes_it(client, r, start):
+    run_id = _orphan(r, client)
+    worker = start(sweep_interval_s=0.1)
+    assert client.wait_for(run_id, timeout=10).outcome() == {"a": "a", "b": "b"}
     assert worker.sweeper.repaired == 1
 
 
-def test_cancel_ends_a_running_run_nobody_holds_at_once(rf, r):
-    run_id = _orphan(r, rf)
-    assert rf.cancel(run_id, reason="stuck") is True
-    run = rf.get_run(run_id)
+def test_cancel_ends_a_running_run_nobody_holds_at_once(client, r):
+    run_id = _orphan(r, client)
+    assert client.cancel(run_id, reason="stuck") is True
+    run = client.get_run(run_id)
     assert run.status == "canceled" and run.cancel_reason == "stuck"
-    assert r.zscore(rf.keys.runs_status("running"), run_id) is None
+    assert r.zscore(client.keys.runs_status("running"), run_id) is None
 
 
-def test_cancel_of_a_running_run_whose_lease_is_held_only_asks_its_worker(rf, r):
-    run_id = rf.run("two-steps").id
-    assert _claim(r, rf.keys) == run_id
-    rf.scripts.start_run(run_id=run_id, queue="default", token=new_id("lease"), lease_ms=LONG_LEASE_MS, now=rf.now_ms())
-    assert rf.cancel(run_id) is True
-    run = rf.get_run(run_id)
+def test_cancel_of_a_running_run_whose_lease_is_held_only_asks_its_worker(client, r):
+    run_id = client.run("two-steps").id
+    assert _claim(r, client.keys) == run_id
+    client.scripts.start_run(run_id=run_id, queue="default", token=new_id("lease"), lease_ms=LONG_LEASE_MS, now=client.now_ms())
+    assert client.cancel(run_id) is True
+    run = client.get_run(run_id)
     assert run.status == "running" and run.cancel_requested_at is not None
 
 
-def test_retry_requeues_a_stuck_running_run_and_a_worker_finishes_it(rf, r, app, start):
-    run_id = _orphan(r, rf)
-    assert rf.retry(run_id) is True
-    assert unrecoverable(r, rf.keys, [run_id]) == {}
-    start(app)
-    assert rf.wait_for(run_id, timeout=10).outcome() == {"a": "a", "b": "b"}
+def test_retry_requeues_a_stuck_running_run_and_a_worker_finishes_it(client, r, start):
+    run_id = _orphan(r, client)
+    assert client.retry(run_id) is True
+    assert unrecoverable(r, client.keys, [run_id]) == {}
+    start()
+    assert client.wait_for(run_id, timeout=10).outcome() == {"a": "a", "b": "b"}
 
 
-def test_retry_refuses_a_running_run_a_live_worker_holds_and_says_why(rf, r):
+def test_retry_refuses_a_running_run_a_live_worker_holds_and_says_why(client, r):
     from redflow.ops.admin import retry_run
 
-    run_id = rf.run("two-steps").id
-    assert _claim(r, rf.keys) == run_id
-    rf.scripts.start_run(run_id=run_id, queue="default", token=new_id("lease"), lease_ms=LONG_LEASE_MS, now=rf.now_ms())
-    result = retry_run(rf, run_id)
+    run_id = client.run("two-steps").id
+    assert _claim(r, client.keys) == run_id
+    client.scripts.start_run(run_id=run_id, queue="default", token=new_id("lease"), lease_ms=LONG_LEASE_MS, now=client.now_ms())
+    result = retry_run(client, run_id)
     assert result.ok is False and "a live worker holds it" in result.message
-    assert r.lpos(rf.keys.queue_processing("default"), run_id) == 0  # untouched
+    assert r.lpos(client.keys.queue_processing("default"), run_id) == 0  # untouched
 
 
 # -- the property test ----------------------------------------------------------------

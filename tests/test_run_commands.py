@@ -7,24 +7,16 @@ import io
 
 import orjson
 import pytest
+from helpers import charge_and_parked
 
-from redflow import NonRetryableError, define_workflow
+from redflow import define_workflow
 
 
 @pytest.fixture
 def tagged(registry, client, start):
     """Three failed runs (two for customer 42), two queued runs for customer 42, one succeeded run."""
 
-    @define_workflow("charge", registry=registry, max_attempts=1)
-    def charge(ctx):
-        if ctx.input.get("fail"):
-            raise NonRetryableError("declined")
-        return "ok"
-
-    @define_workflow("parked", registry=registry, queue="parking")
-    def parked(ctx):
-        return None
-
+    charge_and_parked(registry)
     worker = start(queues=["default"])
     failed = [client.run("charge", {"fail": True}, tags={"customer": c}) for c in ("42", "42", "7")]
     ok = client.run("charge", {}, tags={"customer": "42"})

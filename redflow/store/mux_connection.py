@@ -24,7 +24,6 @@ from __future__ import annotations
 import os
 import time
 from collections import deque
-from collections.abc import Sequence
 from typing import Any
 
 import gevent
@@ -33,11 +32,11 @@ import redis
 from gevent.hub import Waiter
 from gevent.lock import Semaphore
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from redflow.store.connection import is_cluster
-from redflow.store.slot_connection import DEFAULT_COMMAND_TIMEOUT_S, ClusterSlotConnection, SlotConnection, parse_error
+from redflow.store.slot_connection import DEFAULT_COMMAND_TIMEOUT_S, ClusterSlotConnection, ScriptRunner, SlotConnection, parse_error
 
 _READ_SIZE = 65536
 _READ, _WRITE = 1, 2
@@ -49,7 +48,7 @@ def supports_mux(source: redis.Redis) -> bool:
     return not issubclass(source.connection_pool.connection_class, redis.SSLConnection)
 
 
-class MuxConnection:
+class MuxConnection(ScriptRunner):
     """One connection shared by several slots; ``execute`` and ``run_script``
     as on a :class:`~redflow.store.slot_connection.SlotConnection`."""
 
@@ -79,17 +78,6 @@ class MuxConnection:
             return self._call(args)
         except (RedisConnectionError, RedisTimeoutError, OSError):
             return self._call(args)
-
-    def run_script(self, script: Any, keys: Sequence[Any], args: Sequence[Any]) -> Any:
-        """Run a registered script (a redis-py ``Script``) by its SHA, loading it on NOSCRIPT."""
-        try:
-            return self.execute("EVALSHA", script.sha, len(keys), *keys, *args)
-        except NoScriptError:
-            script.sha = self.script_load(script.script)
-            return self.execute("EVALSHA", script.sha, len(keys), *keys, *args)
-
-    def script_load(self, script: str | bytes) -> str:
-        return str(self.execute("SCRIPT", "LOAD", script))
 
     def _call(self, args: tuple[Any, ...]) -> Any:
         if self._fd < 0:

@@ -33,7 +33,26 @@ DEFAULT_COMMAND_TIMEOUT_S = 10.0
 _READ_SIZE = 65536
 
 
-class SlotConnection:
+class ScriptRunner:
+    """``run_script`` / ``script_load`` over a connection's own ``execute``
+    (shared by the dedicated and the multiplexed slot connections)."""
+
+    def execute(self, *args: Any, block_s: float = 0.0) -> Any:
+        raise NotImplementedError
+
+    def run_script(self, script: Any, keys: Sequence[Any], args: Sequence[Any]) -> Any:
+        """Run a registered script (a redis-py ``Script``) by its SHA, loading it on NOSCRIPT."""
+        try:
+            return self.execute("EVALSHA", script.sha, len(keys), *keys, *args)
+        except NoScriptError:
+            script.sha = self.script_load(script.script)
+            return self.execute("EVALSHA", script.sha, len(keys), *keys, *args)
+
+    def script_load(self, script: str | bytes) -> str:
+        return str(self.execute("SCRIPT", "LOAD", script))
+
+
+class SlotConnection(ScriptRunner):
     """One dedicated connection (not taken from a shared pool) for one worker slot.
 
     redis-py's ``Connection`` opens it (so URL options, AUTH/ACL users, TLS
@@ -149,17 +168,6 @@ class SlotConnection:
 
     def evalsha(self, sha: str, numkeys: int, *keys_and_args: Any) -> Any:
         return self.execute("EVALSHA", sha, numkeys, *keys_and_args)
-
-    def run_script(self, script: Any, keys: Sequence[Any], args: Sequence[Any]) -> Any:
-        """Run a registered script (a redis-py ``Script``) by its SHA, loading it on NOSCRIPT."""
-        try:
-            return self.execute("EVALSHA", script.sha, len(keys), *keys, *args)
-        except NoScriptError:
-            script.sha = self.script_load(script.script)
-            return self.execute("EVALSHA", script.sha, len(keys), *keys, *args)
-
-    def script_load(self, script: str | bytes) -> str:
-        return str(self.execute("SCRIPT", "LOAD", script))
 
     def close(self) -> None:
         with self._lock:
