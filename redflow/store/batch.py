@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from redis.exceptions import AskError, ClusterDownError, ConnectionError, MovedError, NoScriptError, TryAgainError
+from redis.exceptions import AskError, ClusterDownError, ConnectionError, MovedError, NoScriptError, ResponseError, TryAgainError
 
 from redflow.store.connection import is_cluster
 
@@ -16,6 +16,15 @@ _SEND_AGAIN = (*_REDIRECTS, NoScriptError)
 
 def _same(reply: Any) -> Any:
     return reply
+
+
+def _alone(apply: Callable[[Any], Any], redis: Any) -> Any:
+    """Send one item as a plain command; an error reply is kept as the reply,
+    as a pipeline keeps it (a lost connection raises, as from a pipeline)."""
+    try:
+        return apply(redis)
+    except ResponseError as exc:
+        return exc
 
 
 class Batch:
@@ -67,7 +76,9 @@ class Batch:
         items, self._items = self._items, []
         if not items:
             return []
-        if not self._cluster:
+        if len(items) == 1 and not self._cluster:
+            replies = [_alone(items[0][1], self._redis)]  # one item needs no pipeline (and its CPU)
+        elif not self._cluster:
             pipe = self._redis.pipeline(transaction=False)
             for _, apply, _, _ in items:
                 apply(pipe)
