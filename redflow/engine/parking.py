@@ -71,8 +71,8 @@ class ScheduledEvents:
                 log.error("dropped a scheduled event that cannot be read: %.200r", member)
             else:
                 deliver_event(client, *event)
-            client.redis.zrem(key, member)
         if due:
+            client.redis.zrem(key, *due)  # all delivered (a delivery lands at most once per wait)
             return 0.0  # more may be due: look again at once
         if not head:
             return SCHEDULED_EVENTS_IDLE_S

@@ -71,7 +71,7 @@ local function start_claimed(run_prefix, processing_key, index, run_id, token, l
       end
     end
     if parked then
-      resume_parked(run_key, run)  -- clears its marks, now that it runs again
+      resume_parked(run_key)  -- clears its marks, now that it runs again
     end
     move_status(run_key, index, run_id, "queued", "running", now, fields)
   else

@@ -5,15 +5,11 @@
 -- a new attempt.
 local PARKED_FIELDS = {"parkedFor", "parkedStep", "awaitingChildren"}
 
--- At a start (start.lua): whether the run was parked (a resume, not a new
--- attempt); clears the marks. Costs nothing for a run that never parked.
-local function resume_parked(run_key, run)
-  local parked = run["parkedFor"]
-  if not parked or parked == "" then
-    return false
-  end
+-- At the start (start.lua) of a run that was parked (a resume, not a new
+-- attempt: start.lua tells from parkedFor): clear its marks. Never called
+-- for a run that never parked.
+local function resume_parked(run_key)
   redis.call("hdel", run_key, unpack(PARKED_FIELDS))
-  return true
 end
 
 -- A parked run whose wait ended before its wake time (an event delivered,
