@@ -1,5 +1,5 @@
-"""A batch sends its scripts by SHA in one round trip, and loads them again
-where Redis lost them (a restart, SCRIPT FLUSH, a promoted replica)."""
+"""A batch sends its scripts (FCALLs of redflow's library) in one round trip,
+and loads the library again where Redis lost it (a restart, FUNCTION FLUSH, a new master)."""
 
 from redflow.bench.probe import Probe, server_delta
 
@@ -14,12 +14,12 @@ def test_a_batch_of_scripts_is_one_round_trip_without_script_exists(client, redi
     assert batch.execute() == [False] * 5
     delta = server_delta(before, probe.sample())
     probe.close()
-    assert delta.trips == 1 and delta.commands.get("script|exists", 0) == 0 and delta.commands["evalsha"] == 5
+    assert delta.trips == 1 and delta.commands.get("function|load", 0) == 0 and delta.commands["fcall"] == 5
 
 
 def test_a_script_redis_lost_is_loaded_again_and_its_reply_parsed(client, r):
     r.set(client.keys.run_lease("run_x"), "t")
-    r.script_flush()
+    r.function_flush()
     batch = client.scripts.batch()
     client.scripts.renew_run_lease(run_id="run_x", queue="default", token="t", lease_ms=5000, conn=batch)
     batch.get(client.keys.run_lease("run_x"))

@@ -49,7 +49,7 @@ def test_a_small_bench_saves_every_compared_figure_with_its_machine(small_run):
     assert meta["redis_version"] and meta["date"] and meta["cpus"] >= 1
     drain = result["drain"]
     assert drain["runs"] == 200 and drain["runs_per_s"] > 0
-    assert 1 <= drain["commands_per_run_by_command"]["evalsha"] <= 2  # a settle (that starts the next run), a start after a BLMOVE
+    assert 1 <= drain["commands_per_run_by_command"]["fcall"] <= 2  # a settle (that starts the next run), a start after a BLMOVE
     # scripts' own calls are not round trips, and slots sharing a connection send many calls per read
     assert 0 < drain["round_trips_per_run"] < drain["commands_per_run"]
     assert "info" not in drain["commands_per_run_by_command"] and drain["bench_commands"]["rename"] == 1
@@ -107,7 +107,7 @@ def test_a_bench_with_steps_counts_their_writes_and_a_replayed_one_does_not(tmp_
         path = tmp_path / f"{name}.json"
         done = bench("--steps", "3", *extra, *TINY, "--json", str(path))
         assert done.returncode == 0, done.stdout + done.stderr
-        calls[name] = codec.loads(path.read_text())["drain"]["commands_per_run_by_command"]["evalsha"]
+        calls[name] = codec.loads(path.read_text())["drain"]["commands_per_run_by_command"]["fcall"]
         assert f"bench-steps (3 step(s){', replayed' if extra else ''})" in done.stdout
     assert calls["replayed"] + 2.5 < calls["first"]  # three step writes (script calls) fewer
 

@@ -49,7 +49,7 @@ def test_a_busy_worker_spends_one_round_trip_and_12_commands_per_no_op_run(start
     assert trips <= 1.2, (trips, by_command)
     assert commands <= 12.3, (commands, by_command)
     # one settle per run, which also claims and starts the next run
-    assert 0.99 <= by_command["evalsha"] <= 1.05 and by_command.get("blmove", 0) <= 0.05, by_command
+    assert 0.99 <= by_command["fcall"] <= 1.05 and by_command.get("blmove", 0) <= 0.05, by_command
 
 
 def test_a_waiting_client_costs_the_run_two_commands_and_nobody_waiting_costs_none(start, client, registry):

@@ -8,9 +8,10 @@ from typing import Any
 from redis.exceptions import AskError, ClusterDownError, ConnectionError, MovedError, NoScriptError, ResponseError, TryAgainError
 
 from redflow.store.connection import is_cluster
+from redflow.store.library import LibraryFunction, missing_function_as_noscript
 
 _REDIRECTS = (MovedError, AskError, TryAgainError, ClusterDownError, ConnectionError)
-#: Replies after which an item is sent again on its own: a moved slot, or a script not loaded.
+#: Replies after which an item is sent again on its own: a moved slot, or a library Redis lost.
 _SEND_AGAIN = (*_REDIRECTS, NoScriptError)
 
 
@@ -24,7 +25,7 @@ def _alone(apply: Callable[[Any], Any], redis: Any) -> Any:
     try:
         return apply(redis)
     except ResponseError as exc:
-        return exc
+        return missing_function_as_noscript(exc)
 
 
 class Batch:
@@ -58,14 +59,13 @@ class Batch:
 
         return record
 
-    def run_script(self, script: Any, keys: Sequence[Any], args: Sequence[Any], parse: Callable[[Any], Any] = _same) -> Batch:
-        """A script by its SHA alone: a redis-py pipeline given the Script asks
-        SCRIPT EXISTS first (a round trip more); a NOSCRIPT reply is sent again
-        through the Script, which loads it."""
+    def run_script(self, script: LibraryFunction, keys: Sequence[Any], args: Sequence[Any], parse: Callable[[Any], Any] = _same) -> Batch:
+        """One function of redflow's library (FCALL); where Redis lost the
+        library, the item is sent again through the function, which loads it."""
         self._items.append(
             (
                 keys[0],
-                lambda client: client.evalsha(script.sha, len(keys), *keys, *args),
+                lambda client: client.fcall(script.name, len(keys), *keys, *args),
                 lambda client: script(keys=keys, args=args, client=client),
                 parse,
             )
@@ -86,6 +86,7 @@ class Batch:
         else:
             replies = self._execute_per_master(items)
         for index, reply in enumerate(replies):
+            reply = replies[index] = missing_function_as_noscript(reply)
             if isinstance(reply, _SEND_AGAIN):
                 if isinstance(reply, _REDIRECTS):
                     self._redis.nodes_manager.initialize()

@@ -3,10 +3,12 @@
 Each multi-key state change that must be atomic is one script, kept in its
 own file under ``store/lua/`` with a header (purpose, KEYS, ARGV, returns).
 :data:`SCRIPTS` is the one list of them: a script's name and the helper
-files (``status``, ``owns``, ``finalize``, ``limits``, ...) put before it. Scripts are
-registered once per client with redis-py's ``register_script`` so calls use
-EVALSHA (reloading on NOSCRIPT), and each script touches only the keys its
-wrapper builds, so Redis Cluster needs changes in ``keys.py`` alone.
+files (``status``, ``owns``, ``finalize``, ``limits``, ...) it uses. They
+run as one Redis Functions library (:mod:`redflow.store.library`: the
+helpers are defined once per Redis, not on every call), loaded once per
+client and again where Redis lost it; each script touches only the keys its
+wrapper builds (or, for a run a script finds itself, keys of the same hash
+tag), so Redis Cluster needs changes in ``keys.py`` alone.
 
 Wrappers accept ``conn=``: a worker slot's dedicated connection, ``None``
 for the client's pool, or a :class:`~redflow.store.batch.Batch`; then the
@@ -24,6 +26,7 @@ from typing import Any, TypeVar, cast
 from redflow.core.keys import Keys
 from redflow.core.retention import FINISHED_STATUSES
 from redflow.store.batch import Batch
+from redflow.store.library import Library
 
 #: How long the wake-up token of a finished run lives: it only matters to
 #: waiters already blocked (they re-read the run at least once a second).
@@ -32,7 +35,7 @@ WAKE_TTL_MS = 60 * 1000
 #: Helpers of the scripts that claim and start runs (flow control and priorities included).
 _CLAIM = ("limits", "priority", "start", "claim")
 
-#: Script name -> the helper files it needs, in order. The one list of scripts.
+#: Script name -> the helper files it uses, in :data:`HELPER_ORDER`. The one list of scripts.
 SCRIPTS: Mapping[str, tuple[str, ...]] = {
     "enqueue_run": ("priority",),
     "start_run": ("status", "waits", "limits", "start"),
@@ -59,13 +62,47 @@ SCRIPTS: Mapping[str, tuple[str, ...]] = {
 }
 
 
+#: The helper files in the order the library defines them: each after those it uses.
+HELPER_ORDER = ("status", "finalize", "terminal_index", "waits", "limits", "priority", "start", "claim", "owns")
+
+#: Redis Functions flags (a script without flags may write, and a full Redis
+#: refuses it before it runs). ``allow-oom`` goes to the scripts whose first
+#: write is always a deletion, which a full Redis allowed as EVAL scripts
+#: (settling a run, reaping, purging and unlocking go on at ``maxmemory``:
+#: docs/guarantees.md, "A full or evicting Redis"), and to those whose only
+#: writes are a few bytes that waits and recovery need (``watch_run``'s
+#: waiters flag, the entry ``repair_orphan`` and ``ensure_marker`` put back);
+#: ``no-writes`` to those that only read.
+FLAGS: Mapping[str, tuple[str, ...]] = {
+    "settle_run": ("allow-oom",),
+    "save_step": ("allow-oom",),
+    "claim_inline": ("allow-oom",),
+    "promote_run": ("allow-oom",),
+    "reap_run": ("allow-oom",),
+    "purge_run": ("allow-oom",),
+    "purge_invalid_entries": ("allow-oom",),
+    "forget_waiters": ("allow-oom",),
+    "heal_limit": ("allow-oom",),
+    "unlock": ("allow-oom",),
+    "watch_run": ("allow-oom",),
+    "repair_orphan": ("allow-oom",),
+    "ensure_marker": ("allow-oom",),
+    "search_runs": ("no-writes",),
+}
+
+
 @cache
 def _lua(name: str) -> str:
     return (resources.files("redflow.store") / "lua" / f"{name}.lua").read_text(encoding="utf-8")
 
 
+#: Every script as one library of Redis Functions.
+LIBRARY = Library(helpers=HELPER_ORDER, scripts=SCRIPTS, flags=FLAGS, read=_lua)
+
+
 def script_source(name: str) -> str:
-    """The full source of one script: its helpers, then its own file."""
+    """The Lua one script runs: its helpers, then its own file (in the library,
+    every script shares one definition of each helper)."""
     return "\n".join([*(_lua(helper) for helper in SCRIPTS[name]), _lua(name)])
 
 
@@ -221,14 +258,12 @@ class Scripts:
     def __init__(self, redis: Any, keys: Keys) -> None:
         self.keys = keys
         self._redis = redis
-        self._registered = {name: redis.register_script(script_source(name)) for name in SCRIPTS}
+        self._registered = {name: LIBRARY.function(name) for name in SCRIPTS}
 
     def load_all(self) -> None:
-        """Load every script (on every primary of a cluster): pipelines on
-        Redis Cluster do not load them by themselves, and a promoted replica
-        has an empty script cache."""
-        for script in self._registered.values():
-            script.sha = self._redis.script_load(script.script)
+        """Load the library (on every primary of a cluster) before the first
+        calls, instead of one "Function not found" per connection on a fresh Redis."""
+        LIBRARY.load(self._redis)
 
     def batch(self) -> Batch:
         """Commands and scripts to send together (see :class:`Batch`)."""

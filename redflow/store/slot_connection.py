@@ -24,6 +24,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from redflow.store.connection import is_cluster
+from redflow.store.library import LibraryFunction, missing_function_as_noscript
 
 log = logging.getLogger("redflow.slot_connection")
 
@@ -34,22 +35,22 @@ _READ_SIZE = 65536
 
 
 class ScriptRunner:
-    """``run_script`` / ``script_load`` over a connection's own ``execute``
+    """``run_script`` / ``function_load`` over a connection's own ``execute``
     (shared by the dedicated and the multiplexed slot connections)."""
 
     def execute(self, *args: Any, block_s: float = 0.0) -> Any:
         raise NotImplementedError
 
-    def run_script(self, script: Any, keys: Sequence[Any], args: Sequence[Any]) -> Any:
-        """Run a registered script (a redis-py ``Script``) by its SHA, loading it on NOSCRIPT."""
+    def run_script(self, script: LibraryFunction, keys: Sequence[Any], args: Sequence[Any]) -> Any:
+        """Call one function of redflow's library, loading the library where Redis lost it."""
         try:
-            return self.execute("EVALSHA", script.sha, len(keys), *keys, *args)
+            return self.execute(*script.command(keys, args))
         except NoScriptError:
-            script.sha = self.script_load(script.script)
-            return self.execute("EVALSHA", script.sha, len(keys), *keys, *args)
+            self.function_load(script.library.source)
+            return self.execute(*script.command(keys, args))
 
-    def script_load(self, script: str | bytes) -> str:
-        return str(self.execute("SCRIPT", "LOAD", script))
+    def function_load(self, source: str, replace: bool = True) -> str:
+        return str(self.execute("FUNCTION", "LOAD", *(["REPLACE"] if replace else []), source))
 
 
 class SlotConnection(ScriptRunner):
@@ -63,8 +64,8 @@ class SlotConnection(ScriptRunner):
     each command sets ``deadline`` and the worker's watchdog aborts a
     connection that is overdue (a Redis that stopped answering).
 
-    It speaks enough of the redis-py client interface (``evalsha``,
-    ``script_load``) for registered scripts to run on it. A command that
+    It speaks enough of the redis-py client interface (``fcall``,
+    ``function_load``) for redflow's functions to run on it. A command that
     fails on a broken connection is sent once more on a fresh one; every
     command redflow sends on a slot is safe to repeat (the scripts are
     idempotent for the same lease token). Any other exception, including
@@ -166,8 +167,8 @@ class SlotConnection(ScriptRunner):
         if self._blocking:
             self.abort()
 
-    def evalsha(self, sha: str, numkeys: int, *keys_and_args: Any) -> Any:
-        return self.execute("EVALSHA", sha, numkeys, *keys_and_args)
+    def fcall(self, function: str, numkeys: int, *keys_and_args: Any) -> Any:
+        return self.execute("FCALL", function, numkeys, *keys_and_args)
 
     def close(self) -> None:
         with self._lock:
@@ -175,8 +176,9 @@ class SlotConnection(ScriptRunner):
 
 
 def parse_error(message: str) -> Exception:
-    """An error reply as redis-py's exception class (NoScriptError, BusyLoadingError, ...)."""
-    error: Exception = BaseParser.parse_error(message)  # type: ignore[no-untyped-call]
+    """An error reply as redis-py's exception class (NoScriptError, BusyLoadingError, ...;
+    a function Redis does not have as NoScriptError too)."""
+    error: Exception = missing_function_as_noscript(BaseParser.parse_error(message))  # type: ignore[no-untyped-call]
     return error
 
 
@@ -189,8 +191,8 @@ _CLUSTER_ATTEMPTS = 5
 
 
 def _routing_key(args: tuple[Any, ...]) -> Any:
-    """The key a command is routed by: EVALSHA's first key, else the first argument."""
-    if str(args[0]).upper() in ("EVALSHA", "EVAL"):
+    """The key a command is routed by: FCALL's first key, else the first argument."""
+    if str(args[0]).upper() == "FCALL":
         return args[3]
     return args[1]
 
@@ -247,12 +249,12 @@ class ClusterSlotConnection:
         except RedisError as refresh_error:  # the next attempt fails again and says why
             log.warning("cluster: slot map refresh failed (%s)", refresh_error)
 
-    def run_script(self, script: Any, keys: Sequence[Any], args: Sequence[Any]) -> Any:
+    def run_script(self, script: LibraryFunction, keys: Sequence[Any], args: Sequence[Any]) -> Any:
         try:
-            return self.execute("EVALSHA", script.sha, len(keys), *keys, *args)
+            return self.execute(*script.command(keys, args))
         except NoScriptError:
-            self._for_key(keys[0]).script_load(script.script)
-            return self.execute("EVALSHA", script.sha, len(keys), *keys, *args)
+            self._for_key(keys[0]).function_load(script.library.source)
+            return self.execute(*script.command(keys, args))
 
     def overdue(self, now: float) -> bool:
         return any(conn.overdue(now) for conn in list(self._by_node.values()))

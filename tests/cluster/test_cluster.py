@@ -14,7 +14,7 @@ from redflow.core.keys import Keys
 from redflow.ops.dashboard import serve
 from redflow.ops.stats import workflow_stats
 from redflow.ops.workers import list_workers
-from redflow.store.scripts import SCRIPTS, Scripts
+from redflow.store.scripts import LIBRARY, Scripts
 
 #: A reply of each script's shape, for the recorder.
 _REPLIES = {
@@ -32,20 +32,12 @@ class _Recorder:
     def __init__(self):
         self.calls = []
 
-    def register_script(self, source):
-        recorder = self
-        name = next(n for n in SCRIPTS if f"-- {n} " in source or f"-- {n}:" in source)
-
-        class _Script:
-            script = source
-            sha = "x"
-
-            def __call__(self, keys, args, client):
-                built = [a + "run_x" for a in args if isinstance(a, str) and a.endswith(":run:")]
-                recorder.calls.append(list(keys) + built)
-                return _REPLIES.get(name, 1)
-
-        return _Script()
+    def fcall(self, function, numkeys, *keys_and_args):
+        name = next(n for n, fn in LIBRARY.functions.items() if fn == function)
+        keys, args = keys_and_args[:numkeys], keys_and_args[numkeys:]
+        built = [a + "run_x" for a in args if isinstance(a, str) and a.endswith(":run:")]
+        self.calls.append(list(keys) + built)
+        return _REPLIES.get(name, 1)
 
 
 def test_every_script_touches_keys_of_one_slot_in_cluster_mode():
