@@ -64,6 +64,22 @@ def test_key_strings_match_the_data_model(actual, expected):
     assert actual == expected
 
 
+@pytest.mark.parametrize("keys", [K, Keys("redflow:v1", cluster=True)], ids=["single", "cluster"])
+def test_the_keys_scripts_build_from_a_prefix_are_the_keys_of_keys_py(keys):
+    """settle_run, take_run and start_run take the scope and a queue's prefix
+    and add these suffixes in Lua (status.lua, settle_run.lua, take_run.lua)."""
+    scope, queue = keys.scope("emails"), keys.queue_prefix("emails")
+    for status in ("scheduled", "queued", "running", "succeeded", "failed", "canceled"):
+        assert scope + "runs:status:" + status == keys.runs_status(status, "emails")
+    run = scope + "run:" + "run_1"
+    assert [run, run + ":lease", run + ":done", run + ":steps"] == [
+        keys.run("run_1", "emails"), keys.run_lease("run_1", "emails"), keys.run_done("run_1", "emails"), keys.run_steps("run_1", "emails")
+    ]  # fmt: skip
+    assert [queue + "ready", queue + "processing", queue + "scheduled", queue + "prioritized"] == [
+        keys.queue_ready("emails"), keys.queue_processing("emails"), keys.queue_scheduled("emails"), keys.queue_prioritized("emails")
+    ]  # fmt: skip
+
+
 def test_prefix_resolution_explicit_then_env_then_default(monkeypatch):
     monkeypatch.delenv("REDFLOW_PREFIX", raising=False)
     assert resolve_prefix(None) == "redflow:v1"

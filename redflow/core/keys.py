@@ -91,8 +91,6 @@ class Keys:
 
     def runs_status(self, status: str, queue: str | None = None) -> str:
         """zset: run id -> ms the run entered ``status`` (cluster: of one queue)."""
-        if not self.cluster:
-            return f"{self._p}runs:status:{status}"
         return f"{self._scoped(queue)}runs:status:{status}"
 
     def all_runs_status(self, queue: str | None = None) -> list[str]:
@@ -149,17 +147,24 @@ class Keys:
         return self._p + "queues"
 
     # -- queues ------------------------------------------------------------
+    def queue_prefix(self, queue: str) -> str:
+        """What the keys of one queue start with (``P:q:<queue>:``, or the
+        queue's scope in cluster mode). The scripts of the hot path take it
+        instead of four keys and add the suffixes the methods below add:
+        ``ready``, ``processing``, ``scheduled``, ``prioritized`` (store/lua/claim.lua)."""
+        return f"{self._p}q:{queue}:" if not self.cluster else self._scoped(queue)
+
     def queue_ready(self, queue: str) -> str:
         """list: run ids ready to claim; producers LPUSH, workers move RIGHT -> LEFT."""
-        return f"{self._p}q:{queue}:ready" if not self.cluster else self._scoped(queue) + "ready"
+        return self.queue_prefix(queue) + "ready"
 
     def queue_processing(self, queue: str) -> str:
         """list: run ids claimed by some worker."""
-        return f"{self._p}q:{queue}:processing" if not self.cluster else self._scoped(queue) + "processing"
+        return self.queue_prefix(queue) + "processing"
 
     def queue_scheduled(self, queue: str) -> str:
         """zset: run id -> availableAt ms (delayed runs and retries)."""
-        return f"{self._p}q:{queue}:scheduled" if not self.cluster else self._scoped(queue) + "scheduled"
+        return self.queue_prefix(queue) + "scheduled"
 
     # -- workers and charts (redflow-gevent extensions) ----------------------
     def workers(self) -> str:
@@ -182,17 +187,20 @@ class Keys:
     def queue_prioritized(self, queue: str) -> str:
         """zset (redflow-gevent extension): run ids enqueued with a priority > 0 ->
         (10 - priority) * 2**40 + enqueue sequence; a marker entry in ready stands for them."""
-        return f"{self._p}q:{queue}:prioritized" if not self.cluster else self._scoped(queue) + "prioritized"
+        return self.queue_prefix(queue) + "prioritized"
 
     def queue_priority_seq(self, queue: str) -> str:
         """string (redflow-gevent extension): the enqueue sequence of prioritized runs (INCR)."""
-        return f"{self._p}q:{queue}:priority-seq" if not self.cluster else self._scoped(queue) + "priority-seq"
+        return self.queue_prefix(queue) + "priority-seq"
 
     # -- flow control (redflow-gevent extension but the first, the asyncio package's) --
     # Run keys and these meet in the start and settle scripts, so in cluster mode
     # they carry the run's queue tag: a limit then counts the runs of one queue.
     def scope(self, queue: str | None = None) -> str:
-        """What every key of ``queue``'s runs starts with (``P:``, or ``P:{q:<queue>}:`` in cluster mode)."""
+        """What every key of ``queue``'s runs starts with (``P:``, or ``P:{q:<queue>}:`` in cluster mode).
+        Scripts that take it build the run keys (``scope .. "run:" .. id``, see
+        :meth:`run_prefix`) and the status indexes (``scope .. "runs:status:" ..
+        status``, see :meth:`runs_status`) from it (store/lua/status.lua)."""
         return self._scoped(queue)
 
     def workflow_running(self, name: str, queue: str | None = None) -> str:

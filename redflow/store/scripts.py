@@ -332,8 +332,8 @@ class Scripts:
         ``limits_json``: the limits the worker computed for a run handed back
         with ``admit`` ("-" when it has none)."""
         k = self.keys
-        keys = [k.queue_processing(queue), *k.all_runs_status(queue)]
-        args = [run_id, token, lease_ms, now, k.run_prefix(queue), limited, limits_json]
+        keys = [k.queue_processing(queue)]
+        args = [run_id, token, lease_ms, now, k.scope(queue), limited, limits_json]
         return self._call("start_run", keys, args, conn, StartReply.parse)
 
     def take_run(
@@ -343,8 +343,8 @@ class Scripts:
         ``marker_moved``: the caller's BLMOVE took the priority marker (it goes back
         to ready and the best prioritized run is taken instead)."""
         k = self.keys
-        keys = [k.queue_ready(queue), k.queue_processing(queue), *k.all_runs_status(queue), k.queue_prioritized(queue)]
-        args = [token, lease_ms, now, k.run_prefix(queue), limited, "1" if marker_moved else "0"]
+        keys = [k.queue_ready(queue)]
+        args = [token, lease_ms, now, k.scope(queue), k.queue_prefix(queue), limited, "1" if marker_moved else "0"]
         return self._call("take_run", keys, args, conn, _claim)
 
     def settle_run(
@@ -377,14 +377,10 @@ class Scripts:
         canceled index pairs (``Keys.terminal_index_keys``); ``limited``: the
         workflows with limits this worker knows (limits.lua)."""
         k = self.keys
-        keys = [
-            k.run(run_id, queue), *k.all_runs_status(queue), k.queue_processing(queue), k.run_lease(run_id, queue),
-            k.run_done(run_id, queue), k.queue_scheduled(queue), k.queue_ready(queue), k.queue_prioritized(queue),
-            *index_keys,
-        ]  # fmt: skip
+        keys = [k.run(run_id, queue), *index_keys]
         args = [
-            run_id, status, now, output_json, error_json, token, WAKE_TTL_MS, retry_at,
-            "1" if check_lease else "0", "1" if cleanup else "0", next_token, lease_ms, k.run_prefix(queue), limited, *park,
+            run_id, status, now, output_json, error_json, token, WAKE_TTL_MS, retry_at, "1" if check_lease else "0",
+            "1" if cleanup else "0", next_token, lease_ms, k.scope(queue), k.queue_prefix(queue), limited, *park,
         ]  # fmt: skip
         return self._call("settle_run", keys, args, conn, Settled.parse)
 

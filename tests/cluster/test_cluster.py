@@ -26,8 +26,8 @@ _REPLIES = {
 
 class _Recorder:
     """Stands in for a redis client: records the KEYS of every script call, and
-    the run key a script builds from a run id it finds inside Redis (the
-    ``run_prefix`` argument) with the id ``run_x``."""
+    a key built from each prefix argument (the scope, a queue prefix, a run key
+    prefix: those ending with ":") as scripts build them inside Redis."""
 
     def __init__(self):
         self.calls = []
@@ -35,7 +35,7 @@ class _Recorder:
     def fcall(self, function, numkeys, *keys_and_args):
         name = next(n for n, fn in LIBRARY.functions.items() if fn == function)
         keys, args = keys_and_args[:numkeys], keys_and_args[numkeys:]
-        built = [a + "run_x" for a in args if isinstance(a, str) and a.endswith(":run:")]
+        built = [a + "x" for a in args if isinstance(a, str) and a.endswith(":")]
         self.calls.append(list(keys) + built)
         return _REPLIES.get(name, 1)
 
@@ -71,8 +71,9 @@ def test_every_script_touches_keys_of_one_slot_in_cluster_mode():
     scripts.child_ended(child_id="run_1", parent_id="run_p", parent_queue="reports", now=1)
     scripts.forget_waiters(event="e", entries=[("run_1", "{}")])
     assert len(rec.calls) == 19
-    # start, take, the settles, cancel and heal_limit build run keys (limits name theirs, under the queue's tag: limits.lua checks)
-    assert sum(1 for keys in rec.calls if keys[-1].endswith(":run:run_x")) == 6
+    # start, take, the settles, cancel and heal_limit build keys from a prefix argument (the scope, a queue's
+    # prefix, the run key prefix; limits name theirs, under the queue's tag: limits.lua checks)
+    assert sum(1 for keys in rec.calls if keys[-1].endswith(":x")) == 6
     for keys in rec.calls:
         assert len({key_slot(k.encode()) for k in keys}) == 1, keys
 

@@ -12,23 +12,26 @@
 -- nothing claims a finished run); a retry's lease is released at once.
 -- A run with limits gives its units back as it leaves running (limits.lua),
 -- and the next run is claimed past runs a limit holds back (claim.lua).
--- KEYS: run, the six status zsets, queue processing, lease, done, queue scheduled, queue ready, queue prioritized,
---       then the run's failed / canceled index pairs (terminal_index.lua; written only when it ends so)
+-- KEYS: run, then the run's failed / canceled index pairs (terminal_index.lua; written only when it ends so)
 -- ARGV: run id, status (succeeded|failed|canceled|scheduled|parked), now ms,
 --       outputJson, errorJson, lease token, wake ttl ms, retry at ms,
 --       "1" to check the lease, "1" to clean fields of an earlier attempt,
---       next lease token ("" claims nothing), lease ms, run key prefix,
+--       next lease token ("" claims nothing), lease ms, scope (keys.Keys.scope:
+--       the status zsets and run keys are built from it), queue prefix
+--       (keys.Keys.queue_prefix: the queue's lists and zsets are built from it),
 --       limited workflows ("\n"-separated, see limits.lua),
 --       then, to park, the wait (see park_run in waits.lua)
+-- The lease and the wake-up list are the run key + ":lease" / ":done" (keys.Keys.run_lease, run_done).
 -- Returns {status the run ended in | "parked" | "woken" | "stale" | "missing"} and, when a next
 -- run was asked for, its id ("" if the queue is empty) and start reply.
 local run_key = KEYS[1]
-local index = status_keys(2)
-local processing_key, lease_key, done_key, queue_scheduled_key, ready_key = KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12]
-local prioritized_key = KEYS[13]
+local lease_key = run_key .. ":lease"
 local run_id, requested, now, output_json, error_json = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local token, wake_ttl, retry_at, check_lease, cleanup = ARGV[6], ARGV[7], ARGV[8], ARGV[9] == "1", ARGV[10] == "1"
-local next_token, lease_ms, run_prefix, limited = ARGV[11], ARGV[12], ARGV[13], ARGV[14]
+local next_token, lease_ms, scope, queue_prefix, limited = ARGV[11], ARGV[12], ARGV[13], ARGV[14], ARGV[15]
+local index = status_index(scope)
+local run_prefix = scope .. "run:"
+local processing_key = queue_prefix .. "processing"
 
 local function settle()
   local run = redis.call("hmget", run_key, "status", "cancelRequestedAt", "leaseToken", "waiters", "limitsJson")
@@ -56,17 +59,17 @@ local function settle()
   end
   local final = final_status(requested, cancel_at)
   if final == "parked" then  -- a durable wait (waits.lua); its arguments follow this script's own
-    return park_run(run_key, index, run_id, prev, lease_key, queue_scheduled_key, ready_key, now, ARGV, 15)
+    return park_run(run_key, index, run_id, prev, lease_key, queue_prefix .. "scheduled", queue_prefix .. "ready", now, ARGV, 16)
   end
   if final == "scheduled" then
     move_status(run_key, index, run_id, prev, "scheduled", now, {"availableAt", retry_at, "errorJson", error_json, "leaseToken", ""})
-    redis.call("zadd", queue_scheduled_key, retry_at, run_id)
+    redis.call("zadd", queue_prefix .. "scheduled", retry_at, run_id)
     redis.call("del", lease_key)
     return "scheduled"
   end
   finalize(run_key, index, run_id, prev, final, now, output_json, error_json, {"leaseToken", ""}, cleanup)
-  index_terminal(14, final, run_id, now)
-  wake_waiters(done_key, waiters, wake_ttl)
+  index_terminal(2, final, run_id, now)
+  wake_waiters(run_key .. ":done", waiters, wake_ttl)
   return final
 end
 
@@ -74,7 +77,7 @@ local final = settle()
 if next_token == "" then
   return {final}
 end
-local next_id, reply = claim_and_start(ready_key, processing_key, prioritized_key, run_prefix, index, next_token, lease_ms, now, limited)
+local next_id, reply = claim_and_start(queue_prefix .. "ready", processing_key, queue_prefix .. "prioritized", run_prefix, index, next_token, lease_ms, now, limited)
 if not next_id then
   return {final, ""}
 end

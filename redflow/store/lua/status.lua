@@ -1,8 +1,25 @@
 -- Helper: the six runs:status:* index zsets and moving a run between them.
 -- Scripts that change a run's status get the six zsets as consecutive KEYS,
--- in keys.RUN_STATUSES order, and name the first one's position.
+-- in keys.RUN_STATUSES order, and name the first one's position; the scripts
+-- of the hot path take the scope instead (keys.Keys.scope), one argument
+-- for six keys, and build a zset's name the first time they use it.
 local TERMINAL = {succeeded = true, failed = true, canceled = true}
 local STATUS_ORDER = {"scheduled", "queued", "running", "succeeded", "failed", "canceled"}
+local KNOWN_STATUS = {scheduled = true, queued = true, running = true, succeeded = true, failed = true, canceled = true}
+
+local STATUS_INDEX = {__index = function(index, status)
+  if not KNOWN_STATUS[status] then
+    return nil
+  end
+  local key = index[0] .. "runs:status:" .. status
+  index[status] = key
+  return key
+end}
+
+-- status -> index key, built from the scope on first use.
+local function status_index(scope)
+  return setmetatable({[0] = scope}, STATUS_INDEX)
+end
 
 -- status -> index key, from the six KEYS starting at ``first``.
 local function status_keys(first)
