@@ -10,23 +10,23 @@ end
 
 -- ``extra``: more field/value pairs for the same HSET; ``cleanup``: the run
 -- may hold fields of an earlier attempt (errorJson, availableAt) to delete.
+-- (Tables are filled by index, not table.insert: this runs for every run.)
 local function finalize(run_key, index, run_id, prev, final, at, output_json, error_json, extra, cleanup)
-  local fields = {"finishedAt", at}
-  local stale = {"availableAt", "outputJson"}
+  local fields, stale
   if final == "succeeded" then
-    table.insert(fields, "outputJson")
-    table.insert(fields, output_json)
-    stale = {"availableAt", "errorJson"}
+    fields, stale = {"finishedAt", at, "outputJson", output_json}, "errorJson"
   elseif error_json ~= "" then
-    table.insert(fields, "errorJson")
-    table.insert(fields, error_json)
+    fields, stale = {"finishedAt", at, "errorJson", error_json}, "outputJson"
+  else
+    fields, stale = {"finishedAt", at}, "outputJson"
   end
-  for _, value in ipairs(extra) do
-    table.insert(fields, value)
+  local n = #fields
+  for i = 1, #extra do
+    fields[n + i] = extra[i]
   end
   move_status(run_key, index, run_id, prev, final, at, fields)
   if cleanup then
-    redis.call("hdel", run_key, unpack(stale))
+    redis.call("hdel", run_key, "availableAt", stale)
   end
 end
 

@@ -10,13 +10,18 @@
 -- Returns {"busy"} | {"missing"} | {"skip", status, workflow}
 --       | {"cancel", status, workflow} | {"started", run fields, step fields, attempt}
 --       | {"held", status, workflow, due ms or ""} | {"admit", status, workflow, inputJson}.
-local function run_keys(run_prefix, run_id)
-  local run_key = run_prefix .. run_id
-  return run_key, run_key .. ":steps", run_key .. ":lease"
+-- Every field of a run as a table (flow control reads more of them).
+local function hash_table(flat)
+  local run = {}
+  for i = 1, #flat, 2 do
+    run[flat[i]] = flat[i + 1]
+  end
+  return run
 end
 
 local function start_claimed(run_prefix, processing_key, index, run_id, token, lease_ms, now, limited, supplied)
-  local run_key, steps_key, lease_key = run_keys(run_prefix, run_id)
+  local run_key = run_prefix .. run_id
+  local lease_key = run_key .. ":lease"
   local holder = redis.call("set", lease_key, token, "NX", "PX", lease_ms, "GET")
   if holder and holder ~= token then
     -- Another attempt holds the run. Its processing entry stays: it may be
@@ -29,11 +34,20 @@ local function start_claimed(run_prefix, processing_key, index, run_id, token, l
     redis.call("pexpire", lease_key, lease_ms)
   end
   local flat = redis.call("hgetall", run_key)
-  local run = {}
+  -- The fields decided on, picked from the reply (no table of them: this runs for every run).
+  local status, workflow, cancel_at, raw_attempt, started_at, parked_for, limits_json
   for i = 1, #flat, 2 do
-    run[flat[i]] = flat[i + 1]
+    local name = flat[i]
+    if name == "status" then status = flat[i + 1]
+    elseif name == "workflow" then workflow = flat[i + 1]
+    elseif name == "attempt" then raw_attempt = flat[i + 1]
+    elseif name == "cancelRequestedAt" then cancel_at = flat[i + 1]
+    elseif name == "startedAt" then started_at = flat[i + 1]
+    elseif name == "parkedFor" then parked_for = flat[i + 1]
+    elseif name == "limitsJson" then limits_json = flat[i + 1]
+    end
   end
-  local status, workflow = run["status"], run["workflow"] or ""
+  workflow = workflow or ""
   if status ~= "queued" and status ~= "running" then
     redis.call("del", lease_key)
     redis.call("lrem", processing_key, 0, run_id)
@@ -42,29 +56,27 @@ local function start_claimed(run_prefix, processing_key, index, run_id, token, l
     end
     return {"skip", status, workflow}
   end
-  if run["cancelRequestedAt"] and run["cancelRequestedAt"] ~= "" then
+  if cancel_at and cancel_at ~= "" then
     redis.call("hset", run_key, "leaseToken", token)  -- the fence of the settle that cancels it
     return {"cancel", status, workflow}
   end
   -- A count that is not a number is left as it is, for the worker to report.
-  local raw_attempt = run["attempt"]
   local counted = (raw_attempt == nil or raw_attempt == "") and 0 or tonumber(raw_attempt)
   local before = counted or 0
   local attempt = before
   local fields = {"leaseToken", token}
-  if not run["startedAt"] or run["startedAt"] == "" then
-    table.insert(fields, "startedAt")
-    table.insert(fields, now)
+  if not started_at or started_at == "" then
+    fields[3], fields[4] = "startedAt", now
   end
   if status == "queued" and not resumed then
-    local parked = run["parkedFor"] and run["parkedFor"] ~= ""  -- waits.lua: a parked run resumes its attempt
+    local parked = parked_for and parked_for ~= ""  -- waits.lua: a parked run resumes its attempt
     if counted and not parked then
       attempt = before + 1
-      table.insert(fields, "attempt")
-      table.insert(fields, tostring(attempt))
+      fields[#fields + 1] = "attempt"
+      fields[#fields + 1] = tostring(attempt)
     end
-    if run["limitsJson"] or limited ~= "" or supplied ~= "" then  -- flow control: nothing to do for other runs
-      local held = flow_start({run = run, run_id = run_id, run_key = run_key, lease_key = lease_key, processing_key = processing_key,
+    if limits_json or limited ~= "" or supplied ~= "" then  -- flow control: nothing to do for other runs
+      local held = flow_start({run = hash_table(flat), run_id = run_id, run_key = run_key, lease_key = lease_key, processing_key = processing_key,
         index = index, run_prefix = run_prefix, now = tonumber(now), attempt = attempt}, fields, limited, supplied)
       if held then
         return held
@@ -79,7 +91,7 @@ local function start_claimed(run_prefix, processing_key, index, run_id, token, l
   end
   local steps = {}
   if before > 0 then  -- steps exist only after an attempt started the run: every worker counts them
-    steps = redis.call("hgetall", steps_key)
+    steps = redis.call("hgetall", run_key .. ":steps")
   end
   return {"started", flat, steps, tostring(math.max(attempt, 1))}
 end
