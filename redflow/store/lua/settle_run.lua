@@ -35,7 +35,7 @@ local processing_key = queue_prefix .. "processing"
 
 -- End the attempt. One pass of a loop whose breaks are early returns: a
 -- nested function would be a new closure, with its upvalues, on every call
--- (3 % of Redis's instructions per run, counted).
+-- (about 3 % of Redis's instructions per run, counted with callgrind).
 local final
 repeat
   local run = redis.call("hmget", run_key, "status", "cancelRequestedAt", "leaseToken", "waiters", "limitsJson")

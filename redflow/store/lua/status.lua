@@ -18,7 +18,7 @@ end}
 
 -- status -> index key of one scope. A name is a pure function of the scope,
 -- so each scope's table is kept across calls of the library (all of them are
--- dropped past INDEXES_KEPT scopes): making it on every call was 4 % of
+-- dropped past INDEXES_KEPT scopes): making it on every call was about 4 % of
 -- Redis's instructions per run (counted with callgrind).
 local INDEXES_KEPT = 1000
 local status_indexes, status_index_count = {}, 0
