@@ -7,16 +7,14 @@ call is cooperative. One client is safe to share between greenlets.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from contextlib import AbstractContextManager, ExitStack
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from redflow import client_waits
+from redflow import client_events, client_waits, enqueue_hooks
 from redflow.core import codec
 from redflow.core.errors import (
-    CorruptDataError,
     InputValidationError,
     RedflowError,
     RunNotFoundError,
@@ -25,8 +23,8 @@ from redflow.core.errors import (
     UnknownWorkflowError,
 )
 from redflow.core.flow import check_priority, limits_spec
-from redflow.core.keys import RUN_STATUSES, Keys, event_run_idempotency_key, new_id
-from redflow.core.models import EventDef, EventWaiter, Run, RunField, Step, WorkflowField, max_attempts_of, scheduled_event_json
+from redflow.core.keys import RUN_STATUSES, Keys, new_id
+from redflow.core.models import EventDef, EventWaiter, Run, RunField, Step, WorkflowField, max_attempts_of
 from redflow.core.retention import FINISHED_STATUSES, duration_s
 from redflow.core.tags import tags_json, validate_tags
 from redflow.handle import STATE_FIELDS, RunHandle, RunState
@@ -53,25 +51,6 @@ _WAIT_SLICE_MAX_S = 1.0
 
 def new_run_id() -> str:
     return new_id("run")
-
-
-#: ``hook(operation, name, fields)`` -> a context manager around enqueueing a run
-#: (operation "enqueue", ``name`` its workflow) or emitting an event ("event"):
-#: it may add fields to store on the run (a trace context) and is given the run
-#: id. Empty: enqueueing costs nothing more. See :func:`add_enqueue_hook`.
-EnqueueHook = Callable[[str, str, dict[str, str]], AbstractContextManager[Callable[[str], None]]]
-_ENQUEUE_HOOKS: list[EnqueueHook] = []
-
-
-def add_enqueue_hook(hook: EnqueueHook) -> None:
-    """Wrap every enqueue and event emission of every client (tracing: ``redflow.ops.otel``)."""
-    if hook not in _ENQUEUE_HOOKS:
-        _ENQUEUE_HOOKS.append(hook)
-
-
-def remove_enqueue_hook(hook: EnqueueHook) -> None:
-    if hook in _ENQUEUE_HOOKS:
-        _ENQUEUE_HOOKS.remove(hook)
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,9 +181,11 @@ class RedflowClient:
         )
 
     def _enqueue(self, target: _Target, prepared: tuple[Any, str], **options: Any) -> RunHandle:
-        if not _ENQUEUE_HOOKS:
+        if not enqueue_hooks.HOOKS:
             return self._enqueue_now(target, prepared, **options)
-        run_ids = _hooked("enqueue", target.name, lambda fields: [self._enqueue_now(target, prepared, hook_fields=fields, **options).id])
+        run_ids = enqueue_hooks.hooked(
+            "enqueue", target.name, lambda fields: [self._enqueue_now(target, prepared, hook_fields=fields, **options).id]
+        )
         return RunHandle(self, run_ids[0])
 
     def _enqueue_now(
@@ -595,74 +576,22 @@ class RedflowClient:
         query = PurgeQuery(self.now_ms() - round(seconds * 1000), (status,) if status else FINISHED_STATUSES, workflow)
         return purge_finished(self.scripts, self.redis, query, self._index_queues(), dry_run=dry_run)
 
-    # -- events ------------------------------------------------------------
+    # -- events (redflow/client_events.py) -----------------------------------
     def event_subscribers(self, event: str) -> list[EventDef]:
-        return self._event_defs(self.redis.smembers(self.keys.event_index(event)))
-
-    def _event_defs(self, def_ids: Iterable[str]) -> list[EventDef]:
-        ids = sorted(def_ids)
-        if not ids:
-            return []
-        subscribers = []
-        for raw in self.redis.hmget(self.keys.event_def(), ids):
-            if raw is None:
-                continue
-            try:
-                subscribers.append(EventDef.from_json(raw))
-            except CorruptDataError:
-                continue  # a broken subscription must not block the others
-        return subscribers
+        return client_events.event_defs(self, self.redis.smembers(self.keys.event_index(event)))
 
     def emit_event(self, name: str, payload: Any = None, idempotency_key: str | None = None) -> list[str]:
         """Start one run per workflow subscribed to ``name``, and resume the runs
         waiting for it (``step.wait_for_event``) whose match the payload
         satisfies; returns the ids of the runs started."""
-        return self._fan_out(name, payload, idempotency_key, available_at=None)
+        return client_events.fan_out(self, name, payload, idempotency_key, None, IDEMPOTENCY_TTL_S)
 
     def schedule_event(self, name: str, payload: Any = None, at: float | None = None, idempotency_key: str | None = None) -> list[str]:
         """Like :meth:`emit_event`, with the runs starting at unix time ``at``;
         runs waiting for the event at that time get it then (a worker delivers it)."""
         if at is None:
             raise RedflowError("schedule_event needs at= (unix seconds)")
-        return self._fan_out(name, payload, idempotency_key, available_at=self._available_at(None, at))
-
-    def _fan_out(self, name: str, payload: Any, idempotency_key: str | None, available_at: int | None) -> list[str]:
-        if not name or not isinstance(name, str):
-            raise RedflowError("an event needs a non-empty name")
-        payload_json = _payload_json(name, payload)
-        # Subscribers and waiters (or, for a scheduled event, its record) in one round trip.
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.smembers(self.keys.event_index(name))
-        if available_at is None:
-            pipe.hgetall(self.keys.event_waiters(name))
-        else:
-            event_id = event_run_idempotency_key(name, idempotency_key) if idempotency_key else new_id("event")
-            pipe.zadd(self.keys.scheduled_events(), {scheduled_event_json(event_id, name, payload_json): available_at})
-        def_ids, waiters = pipe.execute()
-        if available_at is None and waiters:
-            event_waiters.deliver(self.scripts, name, payload_json, waiters, self.now_ms())
-        if _ENQUEUE_HOOKS:
-            return _hooked("event", name, lambda _: self._start_subscribers(name, payload, idempotency_key, available_at, def_ids))
-        return self._start_subscribers(name, payload, idempotency_key, available_at, def_ids)
-
-    def _start_subscribers(
-        self, name: str, payload: Any, idempotency_key: str | None, available_at: int | None, def_ids: Iterable[str]
-    ) -> list[str]:
-        run_ids = []
-        for sub in self._event_defs(def_ids):
-            target = self.resolve_workflow(sub.workflow)
-            handle = self._enqueue(
-                target,
-                self.prepare_input(target, payload),
-                idempotency_key=event_run_idempotency_key(name, idempotency_key) if idempotency_key else None,
-                queue=sub.queue,
-                available_at=available_at,
-                max_attempts=None,
-                parent_run_id=None,
-                idempotency_ttl=IDEMPOTENCY_TTL_S,
-            )
-            run_ids.append(handle.id)
-        return run_ids
+        return client_events.fan_out(self, name, payload, idempotency_key, self._available_at(None, at), IDEMPOTENCY_TTL_S)
 
     # -- durable waits and fan-out (redflow/client_waits.py) ------------------
     def start_children(self, workflow: Workflow | str, inputs: Sequence[Any], *, parent_run_id: str, parent_queue: str,
@@ -695,27 +624,8 @@ class RedflowClient:
         self._synced_targets.clear()  # this client sees what it just stored at once
 
 
-def _hooked(operation: str, name: str, start: Callable[[dict[str, str]], list[str]]) -> list[str]:
-    """Run ``start`` (which enqueues, storing ``fields`` on its run) inside every enqueue hook."""
-    with ExitStack() as scope:
-        fields: dict[str, str] = {}
-        noted = [scope.enter_context(hook(operation, name, fields)) for hook in list(_ENQUEUE_HOOKS)]
-        run_ids = start(fields)
-        for note in noted:
-            for run_id in run_ids:
-                note(run_id)
-        return run_ids
-
-
 _STATUS_SET = frozenset(RUN_STATUSES)
 _QUEUE_CACHE_MAX = 100_000
-
-
-def _payload_json(name: str, payload: Any) -> str:
-    try:
-        return codec.dumps(payload)
-    except SerializationError as exc:
-        raise InputValidationError(f"payload of event {name!r} is not JSON-serializable: {exc}") from exc
 
 
 def _check_status(status: str) -> None:

@@ -18,7 +18,7 @@ LUA = PACKAGE / "store" / "lua"
 #: Layers in order (STYLE.md): a module may import from its own layer and those before it
 #: (the bench starts its redis-server with the testing harness).
 LAYERS = ["core", "store", "top", "engine", "ops", "testing", "bench"]
-TOP_MODULES = {"registry", "client", "client_waits", "handle", "cron", "sync", "__init__"}
+TOP_MODULES = {"registry", "client", "client_waits", "client_events", "enqueue_hooks", "handle", "cron", "sync", "__init__"}
 
 
 def layer_of(module: str) -> str | None:

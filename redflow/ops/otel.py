@@ -33,10 +33,10 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from redflow import __version__
-from redflow.client import add_enqueue_hook, remove_enqueue_hook
 from redflow.core.models import RunField
 from redflow.engine.context import RunInfo
 from redflow.engine.observers import AttemptReport, WorkerObserver, add_global_observer, remove_global_observer
+from redflow.enqueue_hooks import add_enqueue_hook, remove_enqueue_hook
 
 _FAILED_OUTCOMES = frozenset({"failed", "abandoned"})
 
