@@ -3,6 +3,7 @@ traceback, no password), and a Redis that is down, full or not there yet
 waited for with backoff instead of a crash."""
 
 import logging
+import signal
 import subprocess
 import sys
 
@@ -90,6 +91,26 @@ def test_an_unreachable_redis_is_retried_until_the_start_timeout_then_one_error(
     waits = [line for line in done.stderr.splitlines() if " WARNING " in line]
     assert waits and all("is not ready" in line and "next in" in line for line in waits)
     assert "s3cret" not in done.stderr
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_while_the_worker_waits_for_redis_ends_the_wait_with_exit_status_0(prefix, signum):
+    with WorkerProcess(f"redis://127.0.0.1:{free_port()}/0", prefix, "--log-level", "info") as worker:
+        wait_until(lambda: "is not ready" in worker.output(), timeout=30)
+        worker.signal(signum)
+        assert worker.wait(10) == 0
+        output = worker.output()
+    assert "stopping gracefully" in output and "stopped before the worker started" in output and "Traceback" not in output
+
+
+def test_a_signal_as_the_worker_starts_stops_it_gracefully(redis_servers, prefix):
+    """The handlers are in before the worker starts: no start-up moment meets the default action (death by SIGTERM)."""
+    server = RedisServer().start()
+    redis_servers.append(server)
+    with WorkerProcess(server.url, prefix, "--log-level", "info") as worker:
+        wait_until(lambda: "worker started" in worker.output() or "Redis at" in worker.output() or worker.proc.poll() is not None, 30)
+        worker.signal(signal.SIGTERM)  # as early as the worker says anything
+        assert worker.wait(30) == 0
 
 
 def test_a_worker_started_before_its_redis_waits_for_it_then_runs(redis_servers, prefix):

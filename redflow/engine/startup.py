@@ -18,6 +18,7 @@ from typing import TypeVar
 
 import gevent
 import redis.exceptions
+from gevent.event import Event
 from redis.exceptions import (
     AuthenticationError,
     AuthorizationError,
@@ -70,13 +71,14 @@ def is_transient(exc: BaseException) -> bool:
     return isinstance(exc, ConnectionError)  # refused, reset, unknown host, max clients, no Sentinel master yet
 
 
-def retry_until_ready(start: Callable[[], T], *, where: str, timeout_s: float | None = None) -> T:
+def retry_until_ready(start: Callable[[], T], *, where: str, timeout_s: float | None = None, stop: Event | None = None) -> T | None:
     """``start()``, tried again with backoff (0.2 s doubling to 5 s) while
     Redis refuses it transiently, forever when ``timeout_s`` is None.
 
     ``where`` names the Redis in the log lines: pass a URL with its password
     hidden. Non-transient errors propagate at once; past ``timeout_s`` a
-    :class:`RedflowError` says how long it waited and why.
+    :class:`RedflowError` says how long it waited and why. ``stop`` set while
+    it waits (a SIGTERM before the worker started) ends the wait: None.
     """
     began = time.monotonic()
     deadline = None if timeout_s is None else began + timeout_s
@@ -92,7 +94,10 @@ def retry_until_ready(start: Callable[[], T], *, where: str, timeout_s: float | 
             if deadline is not None and time.monotonic() + delay_s > deadline:
                 raise RedflowError(f"Redis at {where} is not ready after {timeout_s:g}s ({reason})") from exc
             log.warning("Redis at %s is not ready (%s); try %d failed, next in %.1fs", where, reason, tries, delay_s)
-            gevent.sleep(delay_s)
+            if stop is None:
+                gevent.sleep(delay_s)
+            elif stop.wait(delay_s):
+                return None
             delay_s = min(BACKOFF_MAX_S, delay_s * 2)
             continue
         if tries:

@@ -18,6 +18,7 @@ from collections.abc import Sequence  # noqa: E402
 from typing import TYPE_CHECKING, Any, NoReturn  # noqa: E402
 
 import gevent  # noqa: E402
+from gevent.event import Event  # noqa: E402
 
 if TYPE_CHECKING:
     from redflow.engine.worker import Worker
@@ -77,9 +78,10 @@ def _require_workflows(registry: "Registry", app: str | None) -> None:
     startup_error("no workflows to run: name the module that defines them with -A module (or -A module:registry)")
 
 
-def _start(args: argparse.Namespace, registry: "Registry", observers: Sequence[object]) -> "Worker":
+def _start(args: argparse.Namespace, registry: "Registry", observers: Sequence[object], stop: "Event") -> "Worker | None":
     """Start the worker, waiting for a Redis that is not there or not ready yet
-    (``--start-timeout``, default forever); a Redis that refuses us is a startup error."""
+    (``--start-timeout``, default forever); a Redis that refuses us is a startup
+    error. None: ``stop`` was set (a signal) while it waited."""
     from redis.exceptions import RedisClusterException, RedisError
 
     from redflow.core.errors import RedflowError
@@ -103,7 +105,7 @@ def _start(args: argparse.Namespace, registry: "Registry", observers: Sequence[o
         )
 
     try:
-        return retry_until_ready(start, where=where, timeout_s=args.start_timeout)
+        return retry_until_ready(start, where=where, timeout_s=args.start_timeout, stop=stop)
     except (RedisError, RedisClusterException) as exc:
         startup_error(f"cannot start the worker: Redis at {where}: {type(exc).__name__}: {exc}")
     except (RedflowError, ValueError) as exc:  # bad options, a bad URL (redis-py's word), not ready in time
@@ -127,16 +129,19 @@ def _worker(args: argparse.Namespace) -> int:
         metrics = metrics_for_cli(args.metrics_port)
     registry = load_registry(args.app)
     _require_workflows(registry, args.app)
-    worker = _start(args, registry, [metrics.observer] if metrics else [])
-    if metrics:
-        metrics.observer.attach(worker)
-    signals_seen = []
+    # The handlers go in before the worker starts: a signal while it starts (or
+    # waits for Redis) must not meet the default action, which kills the process.
+    signals_seen: list[int] = []
+    stop_requested = Event()
+    started: list[Worker] = []
 
     def on_signal(signum: int) -> None:
         signals_seen.append(signum)
         if len(signals_seen) == 1:
             log.info("signal %d: stopping gracefully (up to %.0fs); send it again to stop at once", signum, args.grace)
-            gevent.spawn(worker.stop, args.grace)
+            stop_requested.set()
+            if started:
+                gevent.spawn(started[0].stop, args.grace)
         else:
             log.warning("second signal: exiting at once; leases expire and other workers take the runs over")
             logging.shutdown()
@@ -144,6 +149,15 @@ def _worker(args: argparse.Namespace) -> int:
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         gevent.signal_handler(signum, on_signal, signum)
+    worker = _start(args, registry, [metrics.observer] if metrics else [], stop_requested)
+    if worker is None:
+        log.info("stopped before the worker started")
+        return 0
+    started.append(worker)
+    if stop_requested.is_set():  # the signal came while it started
+        gevent.spawn(worker.stop, args.grace)
+    if metrics:
+        metrics.observer.attach(worker)
     worker.join()
     if metrics:
         metrics.stop()
