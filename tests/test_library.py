@@ -60,9 +60,11 @@ def test_two_versions_of_the_library_share_a_redis_without_replacing_each_other(
     r.function_delete(older.name)
 
 
-def test_a_library_whose_helpers_are_out_of_order_is_refused_when_it_is_built():
+def test_a_library_whose_helpers_are_out_of_order_or_missing_is_refused_when_it_is_built():
     with pytest.raises(ValueError, match=r"\w+: its helpers .* are not in the library's order"):
         Library(helpers=tuple(reversed(HELPER_ORDER)), scripts=SCRIPTS, flags=FLAGS, read=_lua)
+    with pytest.raises(ValueError, match=r"settle_run: its helpers \['finalize'\] are not in the library's order"):
+        Library(helpers=tuple(h for h in HELPER_ORDER if h != "finalize"), scripts=SCRIPTS, flags=FLAGS, read=_lua)
 
 
 def test_each_script_is_one_function_with_the_flags_it_was_given(r, client):

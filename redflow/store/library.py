@@ -54,6 +54,9 @@ class Library:
         read: Callable[[str], str],
     ) -> None:
         for name, needed in scripts.items():  # a helper may only use helpers defined above it
+            unknown = [h for h in needed if h not in helpers]
+            if unknown:
+                raise ValueError(f"{name}: its helpers {unknown} are not in the library's order {tuple(helpers)}")
             order = [helpers.index(h) for h in needed]
             if order != sorted(order):
                 raise ValueError(f"{name}: its helpers {needed} are not in the library's order {tuple(helpers)}")
