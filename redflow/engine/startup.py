@@ -16,7 +16,6 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-import gevent
 import redis.exceptions
 from gevent.event import Event
 from redis.exceptions import (
@@ -80,6 +79,7 @@ def retry_until_ready(start: Callable[[], T], *, where: str, timeout_s: float | 
     :class:`RedflowError` says how long it waited and why. ``stop`` set while
     it waits (a SIGTERM before the worker started) ends the wait: None.
     """
+    stop = stop if stop is not None else Event()
     began = time.monotonic()
     deadline = None if timeout_s is None else began + timeout_s
     delay_s, tries = BACKOFF_FIRST_S, 0
@@ -94,9 +94,7 @@ def retry_until_ready(start: Callable[[], T], *, where: str, timeout_s: float | 
             if deadline is not None and time.monotonic() + delay_s > deadline:
                 raise RedflowError(f"Redis at {where} is not ready after {timeout_s:g}s ({reason})") from exc
             log.warning("Redis at %s is not ready (%s); try %d failed, next in %.1fs", where, reason, tries, delay_s)
-            if stop is None:
-                gevent.sleep(delay_s)
-            elif stop.wait(delay_s):
+            if stop.wait(delay_s):
                 return None
             delay_s = min(BACKOFF_MAX_S, delay_s * 2)
             continue

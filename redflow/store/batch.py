@@ -25,7 +25,7 @@ def _alone(apply: Callable[[Any], Any], redis: Any) -> Any:
     try:
         return apply(redis)
     except ResponseError as exc:
-        return missing_function_as_noscript(exc)
+        return exc
 
 
 class Batch:

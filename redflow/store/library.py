@@ -89,11 +89,10 @@ class LibraryFunction:
     ``fn(keys=, args=, client=)`` sends FCALL and, if Redis lost the
     library, loads it and sends the call once more."""
 
-    __slots__ = ("library", "script", "name")
+    __slots__ = ("library", "name")
 
     def __init__(self, library: Library, script: str) -> None:
         self.library = library
-        self.script = script
         self.name = library.functions[script]
 
     def command(self, keys: Sequence[Any], args: Sequence[Any]) -> tuple[Any, ...]:

@@ -46,7 +46,7 @@ class ScriptRunner:
         try:
             return self.execute(*script.command(keys, args))
         except NoScriptError:
-            self.function_load(script.library.source)
+            script.library.load(self)
             return self.execute(*script.command(keys, args))
 
     def function_load(self, source: str, replace: bool = True) -> str:
@@ -64,8 +64,8 @@ class SlotConnection(ScriptRunner):
     each command sets ``deadline`` and the worker's watchdog aborts a
     connection that is overdue (a Redis that stopped answering).
 
-    It speaks enough of the redis-py client interface (``fcall``,
-    ``function_load``) for redflow's functions to run on it. A command that
+    It speaks enough of the redis-py client interface (``function_load``)
+    for redflow's library to be loaded through it. A command that
     fails on a broken connection is sent once more on a fresh one; every
     command redflow sends on a slot is safe to repeat (the scripts are
     idempotent for the same lease token). Any other exception, including
@@ -167,9 +167,6 @@ class SlotConnection(ScriptRunner):
         if self._blocking:
             self.abort()
 
-    def fcall(self, function: str, numkeys: int, *keys_and_args: Any) -> Any:
-        return self.execute("FCALL", function, numkeys, *keys_and_args)
-
     def close(self) -> None:
         with self._lock:
             self._drop()
@@ -253,7 +250,7 @@ class ClusterSlotConnection:
         try:
             return self.execute(*script.command(keys, args))
         except NoScriptError:
-            self._for_key(keys[0]).function_load(script.library.source)
+            script.library.load(self._for_key(keys[0]))
             return self.execute(*script.command(keys, args))
 
     def overdue(self, now: float) -> bool:

@@ -5,7 +5,10 @@
 -- for six keys: status_index names a zset the first time it is asked for.
 local TERMINAL = {succeeded = true, failed = true, canceled = true}
 local STATUS_ORDER = {"scheduled", "queued", "running", "succeeded", "failed", "canceled"}
-local KNOWN_STATUS = {scheduled = true, queued = true, running = true, succeeded = true, failed = true, canceled = true}
+local KNOWN_STATUS = {}  -- (a plain loop: the library's top level runs where ipairs is not defined)
+for i = 1, #STATUS_ORDER do
+  KNOWN_STATUS[STATUS_ORDER[i]] = true
+end
 
 local STATUS_INDEX = {__index = function(index, status)
   if not KNOWN_STATUS[status] then
