@@ -263,7 +263,7 @@ class RedflowClient:
         pushes it, and look it up by id (cluster) or list a parent's children."""
         self._record_queue(run_id, queue, pipe=batch)
         if children_key is not None:
-            batch.zadd(children_key, {run_id: now})
+            self.scripts.list_child(children_key=children_key, child_id=run_id, now=now, conn=batch)
         self.scripts.enqueue_run(
             run_id=run_id,
             workflow=target.name,
