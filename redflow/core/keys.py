@@ -344,6 +344,18 @@ class Keys:
         per (queue, status, retention ms): JSON ``{score, member, kept, workflows}``."""
         return self._p + "retention:cursors"
 
+    def retention_cap_cursors(self) -> str:
+        """hash: the retention cleaner's place in each capped workflow's
+        ``workflow-runs`` index (``max_finished``), per ``enc(queue) + workflow``:
+        JSON ``{score, member, kept}``."""
+        return self._p + "retention:cap-cursors"
+
+    def retention_held(self, queue: str | None = None) -> str:
+        """zset: run id -> ms of its next look, for finished children whose
+        retention has passed but whose parent was unfinished when the cleaner
+        reached them (it keeps them until the parent ends; cluster: per the child's queue)."""
+        return self._scoped(queue) + "retention:held"
+
     # -- durable waits and fan-out (redflow-gevent extensions) ------------------
     def run_children_ended(self, run_id: str, queue: str | None = None) -> str:
         """set: ids of the run's ``step.run_workflows`` children that have ended

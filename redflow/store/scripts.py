@@ -576,7 +576,7 @@ def run_index_keys(keys: Keys, queue: str | None, workflow: str, status: str = "
     run (the index of its ``status`` only, when that is known: a run that
     changed status since is not deleted). A new index of runs is one more line here."""
     statuses = (status,) if status in FINISHED_STATUSES else FINISHED_STATUSES
-    indexes = [keys.runs_created(queue), *(keys.runs_status(each, queue) for each in statuses)]
+    indexes = [keys.runs_created(queue), *(keys.runs_status(each, queue) for each in statuses), keys.retention_held(queue)]
     if workflow:
         indexes.append(keys.workflow_runs(workflow, queue))
     # the search indexes: per tag, per workflow and tag, and of failed / canceled runs
