@@ -103,12 +103,13 @@ def test_every_lua_script_is_a_file_with_a_header_and_no_python_string_holds_lua
 
 # -- the import graph --------------------------------------------------------------------
 #
-# Edges are the modules a file names in an import statement, wherever it stands
-# (at the top, or deferred into a function), except under ``if TYPE_CHECKING:``:
-# those never run, so they cannot close a circle at import time, and they are how
-# an annotation names a type. Importing ``a.b.c`` also runs ``a/__init__`` and
-# ``a/b/__init__``; those implicit edges to parent packages are left out (a
-# package re-exporting its modules would otherwise be a circle with each of them).
+# Edges are the modules a file names in an import statement, wherever it stands:
+# at the top, deferred into a function, or under ``if TYPE_CHECKING:`` (those
+# never run, but a module that needs another's types and is needed by it back is
+# the coupling issue 29 undoes; ``import_graph(type_checking=False)`` leaves them
+# out). Importing ``a.b.c`` also runs ``a/__init__`` and ``a/b/__init__``; those
+# implicit edges to parent packages are left out (a package re-exporting its
+# modules would otherwise be a circle with each of them).
 
 #: The packages checked for circles and for calls into other modules' underscore names.
 #: The rest of redflow/ joins once the client and engine are untangled (issue 29).
@@ -151,7 +152,7 @@ def resolved(importer: str, node: ast.Import | ast.ImportFrom, known: set[str]) 
     return found
 
 
-def import_graph() -> dict[str, set[str]]:
+def import_graph(*, type_checking: bool = True) -> dict[str, set[str]]:
     """Module -> the modules of redflow/ it imports (see the note above)."""
     trees = package_modules()
     known = set(trees)
@@ -161,7 +162,7 @@ def import_graph() -> dict[str, set[str]]:
 
         def visit(node: ast.AST, importer: str = importer, edges: set[str] = edges) -> None:
             for child in ast.iter_child_nodes(node):
-                if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                if not type_checking and isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
                     for sub in child.orelse:
                         visit(sub)
                     continue
@@ -251,6 +252,23 @@ def underscore_calls(importer: str, tree: ast.Module, known: set[str]) -> list[s
             if owner is not None and owner != importer:
                 found.append(f"{importer}:{node.lineno} uses {owner}.{node.attr}")
     return found
+
+
+def test_underscore_calls_finds_imported_and_attribute_uses_of_private_names():
+    known = {"redflow.ops.format", "redflow.ops.cli", "redflow.ops.cli.runs", "redflow.core.codec"}
+    source = (
+        "import redflow.core.codec\n"
+        "from redflow.ops import format\n"
+        "from redflow.ops.cli import runs as commands\n"
+        "from redflow.core.codec import _offender, dumps\n"
+        "format._private(1); commands._confirm(''); redflow.core.codec._walk; format.__name__; other._fine\n"
+    )
+    assert sorted(underscore_calls("redflow.ops.x", ast.parse(source), known)) == [
+        "redflow.ops.x:4 imports _offender from redflow.core.codec",
+        "redflow.ops.x:5 uses redflow.core.codec._walk",
+        "redflow.ops.x:5 uses redflow.ops.cli.runs._confirm",
+        "redflow.ops.x:5 uses redflow.ops.format._private",
+    ]
 
 
 @pytest.mark.parametrize("package", CHECKED_PACKAGES)
