@@ -525,7 +525,9 @@ class RedflowClient:
     def cancel(self, run_id: str, reason: str | None = None) -> bool:
         """Cancel a run: ``True`` if it is canceled now or its worker was told
         to stop it; ``False`` if it already ended or does not exist. Its
-        unfinished children are canceled too, recursively."""
+        unfinished children are canceled too, recursively (also those of a run
+        canceled already: a cancel whose caller died before its cascade is
+        finished by the next)."""
         target = self._target(run_id)
         if target is None:
             return False
@@ -534,6 +536,8 @@ class RedflowClient:
             run_id=run_id, queue=queue, now=self.now_ms(), reason=reason or "", error_json=bulk.cancel_error_json(reason),
             index_keys=index_keys,
         )  # fmt: skip
+        if outcome == "terminal" and self.redis.hget(self.keys.run(run_id, queue), RunField.STATUS) == "canceled":
+            client_waits.cancel_children(self, run_id, reason=reason)
         if outcome not in ("canceled", "requested"):
             return False
         if outcome == "canceled":

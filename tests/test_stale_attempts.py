@@ -20,6 +20,7 @@ from helpers import wait_until
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from redflow import CanceledError, RedflowClient, define_workflow
+from redflow.core.keys import new_id
 
 LEASE_MS = 1000  # the test workers' lease (WORKER_TEST_DEFAULTS)
 #: Sleeps without yielding to gevent: the whole process, lease keeper included, stands still.
@@ -48,6 +49,58 @@ def stall(worker, r, client, run_id):
     """Stop the worker's lease keeper (nothing renews its leases any more) and wait until the run's lease is gone."""
     worker.keeper.stop()
     wait_until(lambda: not r.exists(client.keys.run_lease(run_id)), timeout=10, message="the lease to expire")
+
+
+# -- the ownership check (confirm_run.lua), one case per way the run can be -------------------------
+
+
+def _started(client, r, registry):
+    """A run started by an attempt of token ``ta`` as a worker starts it: (run id, ta)."""
+
+    @define_workflow("plain", registry=registry)
+    def plain(ctx):
+        return None
+
+    run_id, token = plain.run(None, client=client).id, new_id("lease")
+    assert r.lmove(client.keys.queue_ready("default"), client.keys.queue_processing("default")) == run_id
+    assert client.scripts.start_run(run_id=run_id, queue="default", token=token, lease_ms=60_000, now=client.now_ms()).kind == "started"
+    return run_id, token
+
+
+@pytest.mark.parametrize(
+    ("case", "expected"),
+    [
+        ("holds its lease", (True, "running", "")),
+        ("its lease lapsed, nobody took the run", (True, "running", "")),
+        ("another attempt holds the lease", (False, "running", "")),
+        ("another attempt started the run since", (False, "running", "")),
+        ("a cancel is pending", (True, "running", "*")),
+        ("canceled while its lease was gone", (False, "canceled", "*")),
+        ("the run is gone", (False, "", "")),
+    ],
+)
+def test_confirm_run_tells_an_attempt_whether_it_still_owns_its_run(client, r, registry, case, expected):
+    run_id, token = _started(client, r, registry)
+    lease, run_key = client.keys.run_lease(run_id), client.keys.run(run_id)
+    if case in ("its lease lapsed, nobody took the run", "canceled while its lease was gone"):
+        r.delete(lease)
+    if case == "another attempt holds the lease":
+        r.set(lease, "lease_other", px=60_000)
+    if case == "another attempt started the run since":
+        r.delete(lease)
+        r.hset(run_key, "leaseToken", "lease_other")
+    if case in ("a cancel is pending", "canceled while its lease was gone"):
+        assert client.cancel(run_id)
+    if case == "the run is gone":
+        r.delete(run_key, lease)
+
+    seen = client.scripts.confirm_run(run_id=run_id, queue="default", token=token, lease_ms=5000)
+    assert (seen.owned, seen.status, "*" if seen.cancel_requested_at else "") == expected
+    assert seen.canceled == (expected[2] == "*")
+    if seen.owned:  # an owner holds the lease for another lease_ms, retaken if it had lapsed
+        assert r.get(lease) == token and 0 < r.pttl(lease) <= 5000
+    else:
+        assert r.get(lease) in (None, "lease_other")
 
 
 @pytest.fixture
@@ -142,7 +195,7 @@ def cancel_then(create, client, r, run_id, *, frozen: bool):
     (its worker stalled past its lease in between), then the children's creation. ``frozen``:
     the whole process stops meanwhile (keeper included), so that on waking the keeper's renewal
     is due and refused, and it reports the lease lost while the children are started."""
-    r.delete(client.keys.run_lease(run_id))
+    r.delete(client.keys.run_lease(run_id, client.queue_of(run_id)))
     assert client.cancel(run_id)  # no lease: canceled at once; the cascade finds no child yet
     if frozen:
         freeze(0.6 * LEASE_MS / 1000)
@@ -242,3 +295,22 @@ def test_cancel_many_cancels_the_children_of_the_runs_it_cancels(start, registry
     children = [c for h in handles for c in client.list_children(h.id)]
     wait_until(lambda: all_canceled(client, children), timeout=10, message="every child canceled")
     assert count(r, prefix, "kid-finished") == 0 and client.get_run(children[0]).cancel_reason == "enough"
+
+
+def test_canceling_a_canceled_run_again_finishes_a_cascade_its_first_canceler_did_not(start, registry, client, r, prefix, kids):
+    @define_workflow("parent", registry=registry)
+    def parent(ctx):
+        return ctx.step.run_workflows("fan-out", "kid", [{"i": i} for i in range(3)])
+
+    start(concurrency=1, queues=["default"])
+    start(concurrency=4, queues=["kids"])
+    handle = parent.run(None, client=client)
+    wait_until(lambda: count(r, prefix, "kid") == 3 and handle.status() == "scheduled", timeout=10, message="the parent parked")
+    # a client that died between marking the parent and canceling its children
+    client.scripts.cancel_run(run_id=handle.id, queue="default", now=client.now_ms(), reason="", error_json="")
+    assert handle.status() == "canceled"
+
+    assert client.cancel(handle.id, reason="again") is False  # it was canceled already
+    children = client.list_children(handle.id)
+    wait_until(lambda: all_canceled(client, children), timeout=10, message="every child canceled")
+    assert count(r, prefix, "kid-finished") == 0
