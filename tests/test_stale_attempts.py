@@ -205,25 +205,43 @@ def cancel_then(create, client, r, run_id, *, frozen: bool):
     return created
 
 
-@pytest.mark.parametrize("frozen", [False, True], ids=["creator-goes-on", "keeper-reports-the-lease-lost-meanwhile"])
-def test_children_started_just_after_their_parent_was_canceled_are_all_canceled(
-    start, registry, client, r, prefix, kids, monkeypatch, frozen
-):
+def start_children_late(monkeypatch, client, r, *, frozen: bool, fail: bool = False):
+    """Every ``start_children`` of a worker lands just after a cancel of its parent (see
+    :func:`cancel_then`); ``fail``: then raises, as Redis failing after the children were sent."""
     original = RedflowClient.start_children
 
-    def start_children_late(self, workflow, inputs, **options):
-        return cancel_then(lambda: original(self, workflow, inputs, **options), client, r, options["parent_run_id"],
-                           frozen=frozen)  # fmt: skip
+    def late(self, workflow, inputs, **options):
+        created = cancel_then(lambda: original(self, workflow, inputs, **options), client, r, options["parent_run_id"], frozen=frozen)
+        if fail:
+            raise RedisConnectionError("Redis went away after the children were sent")
+        return created
 
-    monkeypatch.setattr(RedflowClient, "start_children", start_children_late)
+    monkeypatch.setattr(RedflowClient, "start_children", late)
+
+
+@pytest.fixture
+def fan(registry, kids):
+    """The parent: one ``kid`` per ``count`` of its input, through run_workflows."""
 
     @define_workflow("parent", registry=registry)
     def parent(ctx):
-        return ctx.step.run_workflows("fan-out", "kid", [{"i": i} for i in range(5)])
+        return ctx.step.run_workflows("fan-out", "kid", [{"i": i} for i in range(ctx.input["count"])])
 
-    start(concurrency=2, queues=["default"])
-    start(concurrency=6, queues=["kids"])
-    handle = parent.run(None, client=client)
+    return parent
+
+
+def serve(start, *, parents: int = 2, kids: int = 6):
+    """A worker for the parents (returned), another for the children."""
+    worker = start(concurrency=parents, queues=["default"])
+    start(concurrency=kids, queues=["kids"])
+    return worker
+
+
+@pytest.mark.parametrize("frozen", [False, True], ids=["creator-goes-on", "keeper-reports-the-lease-lost-meanwhile"])
+def test_children_started_just_after_their_parent_was_canceled_are_all_canceled(start, client, r, prefix, fan, monkeypatch, frozen):
+    start_children_late(monkeypatch, client, r, frozen=frozen)
+    serve(start)
+    handle = fan.run({"count": 5}, client=client)
     wait_until(lambda: len(client.list_children(handle.id)) == 5, timeout=10, message="the children started")
     children = client.list_children(handle.id)
     wait_until(lambda: all_canceled(client, children), timeout=10, message="every child canceled")
@@ -256,23 +274,11 @@ def test_a_child_of_run_workflow_started_just_after_its_parent_was_canceled_is_c
 
 
 def test_an_attempt_stopped_between_starting_children_and_reading_its_run_again_cancels_them_as_it_is_abandoned(
-    start, registry, client, r, prefix, kids, monkeypatch
+    start, client, r, prefix, fan, monkeypatch
 ):
-    original = RedflowClient.start_children
-
-    def start_children_then_fail(self, workflow, inputs, **options):
-        cancel_then(lambda: original(self, workflow, inputs, **options), client, r, options["parent_run_id"], frozen=True)
-        raise RedisConnectionError("Redis went away after the children were sent")
-
-    monkeypatch.setattr(RedflowClient, "start_children", start_children_then_fail)
-
-    @define_workflow("parent", registry=registry)
-    def parent(ctx):
-        return ctx.step.run_workflows("fan-out", "kid", [{"i": i} for i in range(3)])
-
-    worker = start(concurrency=2, queues=["default"])
-    start(concurrency=4, queues=["kids"])
-    handle = parent.run(None, client=client)
+    start_children_late(monkeypatch, client, r, frozen=True, fail=True)
+    worker = serve(start)
+    handle = fan.run({"count": 3}, client=client)
     wait_until(lambda: worker.stats["abandoned"] == 1, timeout=10, message="the attempt abandoned")
     children = client.list_children(handle.id)
     assert len(children) == 3
@@ -280,14 +286,9 @@ def test_an_attempt_stopped_between_starting_children_and_reading_its_run_again_
     assert count(r, prefix, "kid-finished") == 0
 
 
-def test_cancel_many_cancels_the_children_of_the_runs_it_cancels(start, registry, client, r, prefix, kids):
-    @define_workflow("parent", registry=registry)
-    def parent(ctx):
-        return ctx.step.run_workflows("fan-out", "kid", [{"i": i} for i in range(3)])
-
-    start(concurrency=2, queues=["default"])
-    start(concurrency=8, queues=["kids"])
-    handles = [parent.run({"p": p}, client=client) for p in range(2)]
+def test_cancel_many_cancels_the_children_of_the_runs_it_cancels(start, client, r, prefix, fan):
+    serve(start, kids=8)
+    handles = [fan.run({"count": 3, "p": p}, client=client) for p in range(2)]
     wait_until(lambda: count(r, prefix, "kid") == 6, timeout=10, message="six children holding their slots")
     wait_until(lambda: all(h.status() == "scheduled" for h in handles), timeout=10, message="the parents parked")
 
@@ -297,14 +298,9 @@ def test_cancel_many_cancels_the_children_of_the_runs_it_cancels(start, registry
     assert count(r, prefix, "kid-finished") == 0 and client.get_run(children[0]).cancel_reason == "enough"
 
 
-def test_canceling_a_canceled_run_again_finishes_a_cascade_its_first_canceler_did_not(start, registry, client, r, prefix, kids):
-    @define_workflow("parent", registry=registry)
-    def parent(ctx):
-        return ctx.step.run_workflows("fan-out", "kid", [{"i": i} for i in range(3)])
-
-    start(concurrency=1, queues=["default"])
-    start(concurrency=4, queues=["kids"])
-    handle = parent.run(None, client=client)
+def test_canceling_a_canceled_run_again_finishes_a_cascade_its_first_canceler_did_not(start, client, r, prefix, fan):
+    serve(start, parents=1, kids=4)
+    handle = fan.run({"count": 3}, client=client)
     wait_until(lambda: count(r, prefix, "kid") == 3 and handle.status() == "scheduled", timeout=10, message="the parent parked")
     # a client that died between marking the parent and canceling its children
     client.scripts.cancel_run(run_id=handle.id, queue="default", now=client.now_ms(), reason="", error_json="")

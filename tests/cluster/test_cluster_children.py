@@ -4,9 +4,9 @@ order is what keeps every child from running on (engine/fence.py)."""
 
 import pytest
 from helpers import wait_until
-from test_stale_attempts import all_canceled, bump, cancel_then, count
+from test_stale_attempts import all_canceled, bump, count, start_children_late
 
-from redflow import RedflowClient, define_workflow
+from redflow import define_workflow
 
 
 @pytest.mark.parametrize("frozen", [False, True], ids=["creator-goes-on", "keeper-reports-the-lease-lost-meanwhile"])
@@ -14,12 +14,7 @@ def test_children_on_another_master_started_just_after_their_parent_was_canceled
     redis_cluster, registry, client, start, r, prefix, monkeypatch, frozen
 ):
     parents, kids = redis_cluster.queues_on_distinct_masters(client.keys, 2)
-    original = RedflowClient.start_children
-
-    def start_children_late(self, workflow, inputs, **options):
-        return cancel_then(lambda: original(self, workflow, inputs, **options), client, r, options["parent_run_id"], frozen=frozen)
-
-    monkeypatch.setattr(RedflowClient, "start_children", start_children_late)
+    start_children_late(monkeypatch, client, r, frozen=frozen)
 
     @define_workflow("kid", registry=registry, queue=kids)
     def kid(ctx):
