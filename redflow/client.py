@@ -270,7 +270,7 @@ class RedflowClient:
         listing = batch if listing is None else listing
         self._record_queue(run_id, queue, pipe=listing)
         if children_key is not None:
-            listing.zadd(children_key, {run_id: now})
+            self.scripts.list_child(children_key=children_key, child_id=run_id, now=now, conn=listing)
         self.scripts.enqueue_run(
             run_id=run_id,
             workflow=target.name,
@@ -587,7 +587,8 @@ class RedflowClient:
     def purge(self, older_than: float | timedelta, status: str | None = None, workflow: str | None = None, *, dry_run: bool = False) -> int:
         """Delete finished runs (hash, steps, index entries) that ended at least
         ``older_than`` seconds ago, only of ``status`` / ``workflow`` when given,
-        in bounded batches. Live runs are never touched. Returns how many runs
+        in bounded batches. Live runs are never touched, nor the children of a
+        run that is unfinished (its replay reads them). Returns how many runs
         were deleted (with ``dry_run``, how many would be)."""
         seconds = duration_s(older_than, "older_than", zero_ok=True)
         if seconds is None:
