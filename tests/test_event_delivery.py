@@ -139,6 +139,23 @@ def test_a_scheduled_event_fires_no_earlier_than_it_was_scheduled(start, registr
     assert handle.result(10) == [{"past": True}]
 
 
+def test_an_event_emitted_between_the_waiter_entry_and_the_park_resumes_the_run_with_it(start, registry, client, monkeypatch):
+    listener = define_listener(registry, rounds=1, timeout=3)
+    real = event_waiters.register
+    emitted: list[list[str]] = []
+
+    def register_then_emit(*args):
+        real(*args)
+        if not emitted:  # the entry exists, the park's settle has not run yet
+            emitted.append(client.emit_event("tick", {"in": "the window"}))
+
+    monkeypatch.setattr(event_waiters, "register", register_then_emit)
+    start()
+    handle = listener.run(None, client=client)
+    assert handle.result(10) == [{"in": "the window"}]
+    assert emitted and client.redis.hlen(client.keys.event_waiters("tick")) == 0
+
+
 def test_the_same_wait_registered_again_keeps_its_entry_and_stamp_a_new_wait_replaces_it(client, r):
     waiter = event_waiters.EventWaiter("run_1", "default", "w0", {}, '{"status":"running","seq":1,"startedAt":1}')
     assert client.scripts.register_waiter(event="tick", run_id="run_1", head=waiter.head()) is True
