@@ -263,7 +263,7 @@ class RedflowClient:
         pushes it, and look it up by id (cluster) or list a parent's children."""
         self._record_queue(run_id, queue, pipe=batch)
         if children_key is not None:
-            batch.zadd(children_key, {run_id: now})
+            self.scripts.list_child(children_key=children_key, child_id=run_id, now=now, conn=batch)
         self.scripts.enqueue_run(
             run_id=run_id,
             workflow=target.name,
@@ -564,7 +564,8 @@ class RedflowClient:
     def purge(self, older_than: float | timedelta, status: str | None = None, workflow: str | None = None, *, dry_run: bool = False) -> int:
         """Delete finished runs (hash, steps, index entries) that ended at least
         ``older_than`` seconds ago, only of ``status`` / ``workflow`` when given,
-        in bounded batches. Live runs are never touched. Returns how many runs
+        in bounded batches. Live runs are never touched, nor the children of a
+        run that is unfinished (its replay reads them). Returns how many runs
         were deleted (with ``dry_run``, how many would be)."""
         seconds = duration_s(older_than, "older_than", zero_ok=True)
         if seconds is None:

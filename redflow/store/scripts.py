@@ -59,6 +59,7 @@ SCRIPTS: Mapping[str, tuple[str, ...]] = {
     "deliver_event": ("status", "waits"),
     "child_ended": ("status", "waits"),
     "forget_waiters": (),
+    "list_child": (),
     "register_waiter": ("clock",),
     "claim_scheduled_events": ("clock",),
     "schedule_event": ("clock",),
@@ -569,13 +570,19 @@ class Scripts:
         return self._call("deliver_event", keys, [run_id, step, waiting, resolved, now], conn, _text)
 
     def child_ended(self, *, child_id: str, parent_id: str, parent_queue: str, now: int, conn: Any = None) -> str:
-        """``resumed`` | ``waiting`` | ``noted`` | ``seen`` (see child_ended.lua)."""
+        """``resumed`` | ``waiting`` | ``noted`` | ``seen`` | ``gone`` (see child_ended.lua)."""
         k = self.keys
         keys = [
             k.run(parent_id, parent_queue), *k.all_runs_status(parent_queue), k.run_children_ended(parent_id, parent_queue),
             k.queue_scheduled(parent_queue), k.queue_ready(parent_queue),
         ]  # fmt: skip
         return self._call("child_ended", keys, [child_id, parent_id, now], conn, _text)
+
+    def list_child(self, *, children_key: str, child_id: str, now: int, conn: Any = None) -> bool:
+        """List ``child_id`` in a parent's children index (``Keys.run_children``),
+        if the parent run exists (see list_child.lua)."""
+        keys = [self.keys.run_of_children(children_key), children_key]
+        return self._call("list_child", keys, [child_id, now], conn, _flag)
 
     def forget_waiters(self, *, event: str, entries: Sequence[tuple[str, str]], conn: Any = None) -> int:
         """Drop ``(run id, entry or head)`` pairs of ``event``'s waiter index that still hold that entry (or that wait)."""
@@ -613,7 +620,7 @@ def run_index_keys(keys: Keys, queue: str | None, workflow: str, status: str = "
     run (the index of its ``status`` only, when that is known: a run that
     changed status since is not deleted). A new index of runs is one more line here."""
     statuses = (status,) if status in FINISHED_STATUSES else FINISHED_STATUSES
-    indexes = [keys.runs_created(queue), *(keys.runs_status(each, queue) for each in statuses)]
+    indexes = [keys.runs_created(queue), *(keys.runs_status(each, queue) for each in statuses), keys.retention_held(queue)]
     if workflow:
         indexes.append(keys.workflow_runs(workflow, queue))
     # the search indexes: per tag, per workflow and tag, and of failed / canceled runs

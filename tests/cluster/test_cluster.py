@@ -12,8 +12,8 @@ from test_charts import bars, svg
 from redflow import create_client, define_workflow
 from redflow.core.keys import Keys
 from redflow.ops.dashboard import serve
-from redflow.ops.stats import workflow_stats
-from redflow.ops.workers import list_workers
+from redflow.ops.views.stats import workflow_stats
+from redflow.ops.views.workers import list_workers
 from redflow.store.scripts import LIBRARY, Scripts
 
 #: A reply of each script's shape, for the recorder.
