@@ -633,7 +633,7 @@ class RedflowClient:
 
     def register_event_wait(self, event: str, waiter: EventWaiter) -> None:
         """Put a run parking in ``step.wait_for_event`` in ``event``'s waiter index."""
-        event_waiters.register(self.redis, self.scripts, event, waiter)
+        event_waiters.register(self.scripts, event, waiter)
 
     def forget_event_wait(self, event: str, waiter: EventWaiter) -> None:
         """Take a run whose wait ended out of ``event``'s waiter index (unless it waits again)."""

@@ -31,11 +31,12 @@ CHILD_IDEMPOTENCY_TTL_S = 7 * 24 * 3600
 _STOPPED = ("canceled", "requested")
 
 
-def deliver_event(client: RedflowClient, name: str, payload_json: str) -> list[str]:
-    """Deliver an event (JSON payload) to the runs waiting for it, and to no
-    subscriber: how a scheduled event reaches its waiters when it fires."""
+def deliver_event(client: RedflowClient, name: str, payload_json: str, fired_at: float) -> list[str]:
+    """Deliver an event (JSON payload) to the runs waiting for it since before
+    ``fired_at`` (Redis ms), and to no subscriber: how a scheduled event
+    reaches its waiters when it fires (late or twice, it reaches no later wait)."""
     waiters = client.redis.hgetall(client.keys.event_waiters(name))
-    return event_waiters.deliver(client.scripts, name, payload_json, waiters, client.now_ms()) if waiters else []
+    return event_waiters.deliver(client.scripts, name, payload_json, waiters, client.now_ms(), fired_at) if waiters else []
 
 
 def start_children(client: RedflowClient, workflow: Workflow | str, inputs: Sequence[Any], *, parent_run_id: str,

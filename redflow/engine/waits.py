@@ -123,6 +123,9 @@ def wait_for_event(
     if wait is None:
         wait = Wait(WAIT_EVENT, event=event, match=match, timeout_at=None if timeout_ms is None else now + max(1, timeout_ms))
         waiting = step_waiting_json(seq, now, wait)
+        # Stored before its index entry exists: an event that finds the entry finds the record and
+        # resolves it, even before the park's settle or with this worker killed before it.
+        host.save_step(name, waiting)
     else:  # a replay: the stored wait stands
         waiting = codec.dumps(record)
     waiter = EventWaiter(host.run_id, host.info.queue, name, wait.match or {}, waiting)

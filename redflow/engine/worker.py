@@ -143,7 +143,7 @@ class Worker:
             client, self.id, self.queues, options.concurrency, self._status,
             known=registry.__contains__, beat_s=options.heartbeat_s, version=__version__,
         )  # fmt: skip
-        self.scheduled_events = ScheduledEvents(client)
+        self.scheduled_events = ScheduledEvents(client, claim_ms=options.lease_ms)
         self.runtime = Runtime(
             client=client,
             scripts=client.scripts,
@@ -199,7 +199,7 @@ class Worker:
             Loop("limits", self.flow_sweeper.step, self._loops_stop, on_noscript=reload).start(),
             Loop("watchdog", self._watch_connections, self._loops_stop).start(),
             Loop("registry", self._resync_if_lost, self._loops_stop).start(),
-            Loop("scheduled-events", self.scheduled_events.step, self._loops_stop).start(),
+            Loop("scheduled-events", self.scheduled_events.step, self._loops_stop, on_noscript=reload).start(),
         ]
         self.heartbeat.loop = Loop("heartbeat", self.heartbeat.step, self._loops_stop).start()
         self._loops.append(self.heartbeat.loop)

@@ -61,11 +61,14 @@ SCRIPTS: Mapping[str, tuple[str, ...]] = {
     "child_ended": ("status", "waits"),
     "forget_waiters": (),
     "list_child": (),
+    "register_waiter": ("clock",),
+    "claim_scheduled_events": ("clock",),
+    "schedule_event": ("clock",),
 }
 
 
 #: The helper files in the order the library defines them: each after those it uses.
-HELPER_ORDER = ("status", "finalize", "terminal_index", "waits", "limits", "priority", "start", "claim", "owns")
+HELPER_ORDER = ("status", "finalize", "terminal_index", "waits", "limits", "priority", "start", "claim", "owns", "clock")
 
 #: Redis Functions flags (a script without flags may write, and a full Redis
 #: refuses it before it runs). ``allow-oom`` goes to the scripts whose first
@@ -85,6 +88,7 @@ FLAGS: Mapping[str, tuple[str, ...]] = {
     "purge_run": ("allow-oom",),
     "purge_invalid_entries": ("allow-oom",),
     "forget_waiters": ("allow-oom",),
+    "claim_scheduled_events": ("allow-oom",),
     "heal_limit": ("allow-oom",),
     "unlock": ("allow-oom",),
     "watch_run": ("allow-oom",),
@@ -256,6 +260,32 @@ class SearchStep:
         matches = [(flat[i], float(flat[i + 1])) for i in range(0, len(flat), 2)]
         last = (str(last_score), str(last_id)) if last_score not in (None, "") else None
         return cls(matches, last, bool(reply[3]), int(reply[4]))
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedEvent:
+    """A due scheduled event this worker took: ``member`` (what it removes once
+    delivered), its fire time (Redis ms) and its ``P:events:scheduled`` entry."""
+
+    member: str
+    fired_at: float
+    entry: str
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduledClaim:
+    """``claim_scheduled_events``: Redis's time, the score of the first entry
+    left (the next fire time or claim end; None when none) and the events taken."""
+
+    now_ms: float
+    next_ms: float | None
+    events: tuple[ClaimedEvent, ...]
+
+    @classmethod
+    def parse(cls, reply: Sequence[Any]) -> ScheduledClaim:
+        flat = [str(part) for part in reply]
+        events = tuple(ClaimedEvent(flat[i], float(flat[i + 1]), flat[i + 2]) for i in range(2, len(flat), 3))
+        return cls(float(flat[0]), float(flat[1]) if flat[1] else None, events)
 
 
 def _text(reply: Any) -> str:
@@ -581,8 +611,22 @@ class Scripts:
         return self._call("list_child", keys, [child_id, now], conn, _flag)
 
     def forget_waiters(self, *, event: str, entries: Sequence[tuple[str, str]], conn: Any = None) -> int:
-        """Drop ``(run id, entry)`` pairs of ``event``'s waiter index that still hold that entry."""
+        """Drop ``(run id, entry or head)`` pairs of ``event``'s waiter index that still hold that entry (or that wait)."""
         return self._call("forget_waiters", [self.keys.event_waiters(event)], [part for pair in entries for part in pair], conn, int)
+
+    def register_waiter(self, *, event: str, run_id: str, head: str, conn: Any = None) -> bool:
+        """Put a run's wait (its entry's ``head``) in ``event``'s waiter index, stamped
+        with Redis's time; False if that same wait's entry was there (its stamp kept)."""
+        return self._call("register_waiter", [self.keys.event_waiters(event)], [run_id, head], conn, _flag)
+
+    def schedule_event(self, *, entry: str, at_ms: int, conn: Any = None) -> float:
+        """Store a scheduled event (its ``P:events:scheduled`` member) to fire at
+        ``at_ms``, or now by Redis's clock if that is past; returns its fire time."""
+        return self._call("schedule_event", [self.keys.scheduled_events()], [entry, at_ms], conn, float)
+
+    def claim_scheduled_events(self, *, most: int, claim_ms: int, conn: Any = None) -> ScheduledClaim:
+        """Take up to ``most`` due scheduled events (or ones whose claim ended) for ``claim_ms``."""
+        return self._call("claim_scheduled_events", [self.keys.scheduled_events()], [most, claim_ms], conn, ScheduledClaim.parse)
 
 
 def run_own_keys(keys: Keys, run_id: str, queue: str | None) -> list[str]:

@@ -16,6 +16,7 @@ import pytest
 from helpers import wait_until
 
 from redflow import CanceledError, RunFailedError, create_client
+from tests.chaos.apps.side import die_after_register_key
 from tests.chaos.apps.waits_app import registry as waits_registry
 from tests.chaos.kit import audit_runs, decode_steps, queue_leftovers, watched
 
@@ -88,6 +89,25 @@ def test_a_hundred_runs_waiting_on_distinct_keys_each_resume_once(engine, er, cl
     assert er.hlen(waiters) == 0
     witness.drain()
     audit_runs(er, client.keys, [h.id for h in handles]).assert_each_finalized_exactly_once(statuses={"succeeded"})
+
+
+def test_an_event_emitted_after_the_waiter_entry_reaches_the_run_though_its_worker_died_before_parking(
+    engine, er, client, workers, side, witness
+):
+    handle = client.run("approval", {"order": 1, "timeout": 4})
+    side.side.sadd(die_after_register_key(client.prefix), handle.id)
+    doomed = workers.spawn(engine.url, app="dying_waits_app", concurrency=2, ready=False)
+    assert doomed.wait(30) == -9  # SIGKILLed by itself: the entry is written, the park's settle never ran
+    assert er.hexists(client.keys.event_waiters("order.approved"), handle.id)
+    assert client.get_run(handle.id).status == "running"
+    client.emit_event("order.approved", {"order": 1, "by": "ada"})  # after the wait began
+    workers.spawn(engine.url, app=APP, concurrency=2)
+
+    assert handle.result(30) == {"order": 1, "by": "ada"}  # not None: the timeout did not win
+    assert side.handler(handle.id) == 2
+    assert er.hlen(client.keys.event_waiters("order.approved")) == 0
+    witness.drain()
+    audit_runs(er, client.keys, [handle.id]).assert_each_finalized_exactly_once(statuses={"succeeded"})
 
 
 def test_fifty_children_on_a_four_slot_worker_come_back_in_input_order_each_run_once(engine, er, client, workers, side, witness, report):

@@ -37,7 +37,7 @@ def quick(ctx):
 @define_workflow("approval", registry=registry)
 def approval(ctx):
     count_handler(ctx)
-    return ctx.step.wait_for_event("approval", "order.approved", match={"order": ctx.input["order"]})
+    return ctx.step.wait_for_event("approval", "order.approved", match={"order": ctx.input["order"]}, timeout=ctx.input.get("timeout"))
 
 
 @define_workflow("leaf", registry=registry)
