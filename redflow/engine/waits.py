@@ -152,7 +152,12 @@ def run_workflows(steps: StepApi, name: str, workflow: Workflow | str, inputs: S
     host = steps._attempt
     now, seq = host.now_ms(), steps._seq_of(record)
     if wait is None:
-        ids = tuple(host.client.start_children(workflow, list(inputs), parent_run_id=host.run_id, parent_queue=host.info.queue, step=name))
+        client, values = host.client, list(inputs)
+        ids = tuple(
+            host.fence_children(
+                lambda: client.start_children(workflow, values, parent_run_id=host.run_id, parent_queue=host.info.queue, step=name)
+            )
+        )
         waiting, started_at = step_waiting_json(seq, now, Wait(WAIT_CHILDREN, children=ids)), now
     else:
         ids, waiting, started_at = wait.children, codec.dumps(record), _started_at(record, now)

@@ -27,7 +27,6 @@ from redflow.core.flow import PRIORITY_MARKER
 from redflow.core.keys import new_id
 from redflow.core.retention import Retention
 from redflow.engine.attempt import (
-    WORKER_STOPPED,
     Abandoned,
     Attempt,
     Canceled,
@@ -38,6 +37,7 @@ from redflow.engine.attempt import (
     Runtime,
     Skipped,
 )
+from redflow.engine.context import WORKER_STOPPED
 from redflow.engine.heartbeat import DEFAULT_BEAT_S, Heartbeat, WorkerStatus
 from redflow.engine.lease import LeaseKeeper
 from redflow.engine.limits import FlowSweeper, limited_names

@@ -48,6 +48,7 @@ SCRIPTS: Mapping[str, tuple[str, ...]] = {
     "renew_lease": (),
     "claim_inline": (),
     "save_step": ("owns",),
+    "confirm_run": ("owns",),
     "purge_invalid_entries": (),
     "reap_run": (),
     "repair_orphan": (),
@@ -80,6 +81,7 @@ HELPER_ORDER = ("status", "finalize", "terminal_index", "waits", "limits", "prio
 FLAGS: Mapping[str, tuple[str, ...]] = {
     "settle_run": ("allow-oom",),
     "save_step": ("allow-oom",),
+    "confirm_run": ("allow-oom",),
     "claim_inline": ("allow-oom",),
     "promote_run": ("allow-oom",),
     "reap_run": ("allow-oom",),
@@ -220,6 +222,25 @@ class StepSaved:
     @classmethod
     def parse(cls, reply: Sequence[str]) -> StepSaved:
         return cls(reply[0], reply[1] or "", reply[2] if len(reply) > 2 else "")
+
+
+@dataclass(frozen=True, slots=True)
+class Ownership:
+    """``confirm_run``: whether the attempt still owns its run, and the run's
+    status and ``cancelRequestedAt`` ("" when none, or the run is gone)."""
+
+    owned: bool
+    status: str
+    cancel_requested_at: str
+
+    @property
+    def canceled(self) -> bool:
+        """Canceled, or asked to be: a cancel request always ends the run canceled."""
+        return self.status == "canceled" or self.cancel_requested_at != ""
+
+    @classmethod
+    def parse(cls, reply: Sequence[str]) -> Ownership:
+        return cls(reply[0] == "owned", reply[1] or "", reply[2] or "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -491,6 +512,11 @@ class Scripts:
         keys = [k.run_steps(run_id, queue), k.run_lease(run_id, queue), k.run(run_id, queue)]
         marker = "" if marker_started_at is None else str(marker_started_at)
         return self._call("save_step", keys, [token, name, step_json, marker, lease_ms, expected], conn, StepSaved.parse)
+
+    def confirm_run(self, *, run_id: str, queue: str, token: str, lease_ms: int, conn: Any = None) -> Ownership:
+        """Whether the attempt of lease ``token`` still owns the run (and keeps its lease if so)."""
+        k = self.keys
+        return self._call("confirm_run", [k.run_lease(run_id, queue), k.run(run_id, queue)], [token, lease_ms], conn, Ownership.parse)
 
     def purge_invalid_entries(self, *, queue: str, conn: Any = None) -> list[str]:
         """Remove processing entries that cannot be run ids; returns them (decoded with U+FFFD)."""

@@ -18,10 +18,10 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from redflow.core import clock, codec
 from redflow.core.errors import (
@@ -47,6 +47,8 @@ if TYPE_CHECKING:
     from redflow.client import RedflowClient
 
 log = logging.getLogger("redflow.testing")
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +170,12 @@ class _InlineAttempt:
 
     def raise_if_interrupted(self) -> None:
         """Nothing interrupts an inline run: no lease to lose, no worker stopping."""
+
+    def confirm_owner(self) -> None:
+        """An inline run has no lease to lose."""
+
+    def fence_children(self, create: Callable[[], T]) -> T:
+        return create()  # nothing cancels an inline run from outside
 
     def save_step(self, name: str, step_json: str, expected: str = "") -> str | None:
         current = self._run.step_records.get(name)

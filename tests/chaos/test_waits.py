@@ -9,6 +9,7 @@ finalized exactly once.
 
 from __future__ import annotations
 
+import signal
 import time
 
 import pytest
@@ -148,3 +149,23 @@ def test_canceling_a_parent_cancels_its_ten_running_children(engine, er, client,
         handle.result(10)
     wait_until(lambda: all(client.get_run(c).status == "canceled" for c in children), timeout=30, message="every child canceled")
     assert set(queue_leftovers(er, client.keys, ["default"]).values()) == {0}
+
+
+def test_parents_canceled_while_their_worker_is_frozen_past_its_lease_start_no_child_when_it_wakes(engine, er, client, workers, side):
+    old = workers.spawn(engine.url, app=APP, concurrency=8)
+    parents = [client.run("slow_fan", {"count": 5, "hold_s": 3}) for _ in range(5)]
+    wait_until(lambda: all(er.hexists(client.keys.run_steps(p.id), "a") for p in parents), timeout=30, message="every parent past a")
+    old.signal(signal.SIGSTOP)  # in its pause before run_workflows
+    try:
+        time.sleep(2.5)  # past the 1 s lease
+        assert all(client.cancel(p.id) for p in parents)  # no lease held: canceled at once, no child yet
+        workers.spawn(engine.url, app=APP, concurrency=8)  # would run any child started from now on
+    finally:
+        old.signal(signal.SIGCONT)
+    ended = [f"run {p.id} canceled" for p in parents] + [f"run {p.id} left to another worker" for p in parents]
+    wait_until(lambda: sum(line in old.output() for line in ended) == len(parents), timeout=20, message="the old attempts to end")
+    time.sleep(1.0)  # a child started anyway would have run by now
+
+    assert [client.list_children(p.id) for p in parents] == [[]] * len(parents)
+    assert side.handlers() == {p.id: 1 for p in parents}  # no child ran, no parent ran again
+    assert {client.get_run(p.id).status for p in parents} == {"canceled"}
