@@ -366,13 +366,16 @@ class Keys:
 
     def event_waiters(self, event: str) -> str:
         """hash: run id -> JSON of its wait (queue, step, match, the waiting step
-        record), for runs parked in ``step.wait_for_event(event)``. Emitting
-        ``event`` reads it; an entry goes when its wait ends."""
+        record, since: when the entry was first written, Redis ms), for runs
+        parked in ``step.wait_for_event(event)``. Emitting ``event`` reads
+        it; an entry goes when its wait ends."""
         return f"{self._p}event:waiters:{enc(event)}"
 
     def scheduled_events(self) -> str:
         """zset: JSON ``{id, event, payloadJson}`` -> fire ms: events that
-        ``schedule_event`` delivers to waiting runs when they fire."""
+        ``schedule_event`` delivers to waiting runs when they fire; one a
+        worker is delivering is ``claimed:<fire ms>:<that JSON>`` -> the end
+        of its claim (claim_scheduled_events.lua)."""
         return self._p + "events:scheduled"
 
 
