@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 MARKER = re.compile(r"^\s*<!--\s*(runnable|excerpt|fragment)\b:?\s*(.*?)\s*-->\s*$")
-FENCE_OPEN = re.compile(r"^(\s*)```python\s*$")
+FENCE_OPEN = re.compile(r"^(\s*)```(?:python|py|pycon)\s*$")
 
 
 @dataclass(frozen=True)
