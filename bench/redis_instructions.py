@@ -28,6 +28,7 @@ import redis
 
 from redflow import Registry, create_client, define_workflow
 from redflow.store.batch import Batch
+from redflow.store.requests import SettleRequest
 from redflow.testing import free_port, redis_server_binary
 
 IN_FLIGHT = 500
@@ -38,10 +39,9 @@ def settle_round(client, batch: Batch, in_flight: list[tuple[str, str]], now: in
     """Settle every run in flight, each claiming the next: the new runs in flight."""
     tokens = [uuid.uuid4().hex for _ in in_flight]
     for (run_id, token), next_token in zip(in_flight, tokens):
-        client.scripts.settle_run(
-            run_id=run_id, queue="default", status="succeeded", now=now, token=token, lease_ms=LEASE_MS,
-            output_json="null", next_token=next_token, check_lease=False, cleanup=False, conn=batch,
-        )  # fmt: skip
+        request = SettleRequest(run_id, "default", "succeeded", token, LEASE_MS, now, output_json="null", next_token=next_token,
+                                check_lease=False, cleanup=False)  # fmt: skip
+        client.scripts.settle_run(request, conn=batch)
     return [(settled.next.run_id, token) for settled, token in zip(batch.execute(), tokens) if settled.next]
 
 

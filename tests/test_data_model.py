@@ -6,8 +6,7 @@ import hashlib
 import orjson
 import pytest
 
-from redflow import cron
-from redflow.core import codec
+from redflow.core import codec, cron
 from redflow.core.errors import (
     CanceledError,
     InputValidationError,

@@ -13,6 +13,7 @@ from helpers import wait_until
 
 from redflow import create_client, define_workflow
 from redflow.store.library import Library
+from redflow.store.requests import SettleRequest
 from redflow.store.scripts import FLAGS, HELPER_ORDER, LIBRARY, SCRIPTS, _lua
 
 
@@ -91,7 +92,7 @@ def test_a_full_redis_refuses_new_work_but_reads_and_settles(redis_servers, pref
         with pytest.raises(redis.exceptions.OutOfMemoryError):
             client.scripts.take_run(queue="default", token="t2", lease_ms=60_000, now=client.now_ms())
         settled = client.scripts.settle_run(
-            run_id=handle.id, queue="default", status="succeeded", now=client.now_ms(), token="t", lease_ms=60_000, output_json="1"
+            SettleRequest(handle.id, "default", "succeeded", "t", 60_000, client.now_ms(), output_json="1")
         )  # allow-oom: its first write is a deletion, as an EVAL script's was
         assert settled.status == "succeeded" and handle.result(1) == 1
         free(r, fillers)

@@ -96,7 +96,7 @@ def test_a_marker_dropped_by_a_worker_that_knows_no_priorities_is_put_back(start
     handles = [client.run(echo, i, priority=4) for i in range(3)]
     r.lrem(client.keys.queue_ready("default"), 0, PRIORITY_MARKER)  # as a foreign worker drops an entry with no run
     assert unrecoverable(r, client.keys, [h.id for h in handles]) == {}  # waiting in the zset...
-    sweeper = FlowSweeper(client, ["default"], interval_s=0.01)
+    sweeper = FlowSweeper(client.store, ["default"], interval_s=0.01)
     sweeper.step()
     assert r.lrange(client.keys.queue_ready("default"), 0, -1) == [PRIORITY_MARKER]
     sweeper.step()  # ... and only one marker, however often it looks

@@ -216,7 +216,7 @@ def test_max_finished_holds_however_many_live_runs_are_the_oldest_of_the_index(s
     done = client.run_many(crowded, range(150))
     start(concurrency=20, clean_retention=False)
     wait_until(lambda: client.count_runs("succeeded") == 150, timeout=30)
-    cleaner = RetentionCleaner(client, default=DEFAULT_RETENTION)
+    cleaner = RetentionCleaner(client.store, default=DEFAULT_RETENTION)
     for _ in range(20):
         cleaner.step()
         if r.zcard(client.keys.workflow_runs("crowded")) == 600:
@@ -252,7 +252,7 @@ def test_the_cap_walk_pages_through_runs_created_in_one_ms_and_comes_round_again
 
     client.sync_registry(registry)
     ids = _synthetic_runs(client, "tied", ["scheduled"] * 70 + ["succeeded"] * 60, client.now_ms() - 5000)
-    cleaner = RetentionCleaner(client, default=DEFAULT_RETENTION, page=50)
+    cleaner = RetentionCleaner(client.store, default=DEFAULT_RETENTION, page=50)
     index = client.keys.workflow_runs("tied")
     for _ in range(20):
         cleaner.step()
@@ -337,7 +337,7 @@ def test_a_pass_reads_at_most_a_page_and_comes_back_at_once_when_more_is_due(cli
         pipe.hset(k.run(run_id), mapping=fields).zadd(k.runs_status("succeeded"), {run_id: now - 2000})
         pipe.zadd(k.runs_created(), {run_id: now - 3000}).zadd(k.workflow_runs("paged"), {run_id: now - 3000})
     pipe.execute()
-    cleaner = RetentionCleaner(client, default=DEFAULT_RETENTION, page=50)
+    cleaner = RetentionCleaner(client.store, default=DEFAULT_RETENTION, page=50)
     passes = []
     while client.redis.zcard(k.runs_status("succeeded")):
         passes.append(cleaner.step())

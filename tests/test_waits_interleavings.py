@@ -22,6 +22,7 @@ from redflow.core import codec
 from redflow.core.keys import new_id
 from redflow.core.models import WAIT_CHILDREN, WAIT_EVENT, WAIT_SLEEP, Wait, step_succeeded_json, step_waiting_json
 from redflow.engine.parking import CANCELED_JSON
+from redflow.store.requests import SettleRequest
 
 LEASE_MS = 60_000
 
@@ -51,8 +52,9 @@ def running(rf, run_id: str | None = None) -> tuple[str, str, int]:
 
 
 def park(rf, run_id, token, reason, step, record, wake_at, *extra):
-    return rf.scripts.settle_run(run_id=run_id, queue="default", status="parked", now=rf.now_ms(), token=token, lease_ms=LEASE_MS,
-                                 error_json=CANCELED_JSON, park=[reason, step, record, str(wake_at), *extra]).status  # fmt: skip
+    request = SettleRequest(run_id, "default", "parked", token, LEASE_MS, rf.now_ms(), error_json=CANCELED_JSON,
+                            park=[reason, step, record, str(wake_at), *extra])  # fmt: skip
+    return rf.scripts.settle_run(request).status
 
 
 def event_record(rf, seq=1, timeout_at=None):
@@ -228,8 +230,8 @@ class WaitLives(RuleBasedStateMachine):
         token = new_id("lease")
         claim = self.scripts.take_run(queue="default", token=token, lease_ms=LEASE_MS, now=self.client.now_ms())
         if claim is not None and claim.start.kind == "cancel":  # a cancel is pending: the worker settles it canceled
-            self.scripts.settle_run(run_id=claim.run_id, queue="default", status="canceled", now=self.client.now_ms(), token=token,
-                                    lease_ms=LEASE_MS, error_json=CANCELED_JSON)  # fmt: skip
+            now_ms = self.client.now_ms()
+            self.scripts.settle_run(SettleRequest(claim.run_id, "default", "canceled", token, LEASE_MS, now_ms, error_json=CANCELED_JSON))
         if claim is None or claim.start.kind != "started":
             return
         if parked and status == "queued":
@@ -276,8 +278,7 @@ class WaitLives(RuleBasedStateMachine):
         slot = self.slots[actor]
         if slot.run_id is None or not slot.past_wait:
             return
-        self.scripts.settle_run(run_id=slot.run_id, queue="default", status="succeeded", now=self.client.now_ms(), token=slot.token,
-                                lease_ms=LEASE_MS, output_json="1")  # fmt: skip
+        self.scripts.settle_run(SettleRequest(slot.run_id, "default", "succeeded", slot.token, LEASE_MS, self.client.now_ms(), "1"))
         slot.forget()
 
     @rule(ahead=st.booleans())

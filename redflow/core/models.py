@@ -98,6 +98,18 @@ class WorkflowField:
     LIMITS_JSON = "limitsJson"
 
 
+class TriggerField:
+    """Fields of a stored trigger definition (``P:cron:def`` and ``P:event:def`` values, JSON)."""
+
+    ID = "id"
+    WORKFLOW = "workflow"
+    QUEUE = "queue"
+    EVENT = "event"
+    EXPRESSION = "expression"
+    TIMEZONE = "timezone"
+    INPUT_JSON = "inputJson"
+
+
 def int_field(fields: Mapping[str, str], name: str, *, what: str, default: int | None = None) -> int | None:
     """An integer field; empty or absent gives ``default``; anything else not an int is corrupt."""
     raw = fields.get(name)
@@ -231,6 +243,22 @@ def _ms_to_seconds(value: Any) -> float | None:
 
 
 # -- steps -----------------------------------------------------------------
+
+
+class StepField:
+    """Fields of a step record (``P:run:<id>:steps`` values, JSON)."""
+
+    STATUS = "status"
+    SEQ = "seq"
+    STARTED_AT = "startedAt"
+    FINISHED_AT = "finishedAt"
+    OUTPUT_JSON = "outputJson"
+    ERROR_JSON = "errorJson"
+    #: The attempt that wrote it (a redflow-gevent extension).
+    ATTEMPT = "attempt"
+    #: A durable wait's (a redflow-gevent extension): see :class:`Wait`.
+    WAIT = "wait"
+
 
 STEP_RUNNING = "running"
 STEP_SUCCEEDED = "succeeded"

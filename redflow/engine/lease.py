@@ -22,11 +22,12 @@ from gevent.event import Event
 from redis.exceptions import NoScriptError, RedisError
 
 from redflow.core.models import RunField, step_running_json
+from redflow.engine.interrupts import CANCELED, LEASE_LOST
 from redflow.engine.observers import Observers
-from redflow.store.scripts import StepSaved
+from redflow.store.replies import StepSaved
 
 if TYPE_CHECKING:
-    from redflow.engine.step import RunningStep
+    from redflow.engine.step_host import RunningStep
     from redflow.store.scripts import Scripts
 
 log = logging.getLogger("redflow.lease")
@@ -70,6 +71,10 @@ class Lease:
         """The attempt is over: drop the callbacks into it (see ``Attempt.execute``)."""
         self.on_stop = _ignore_stop
         self.log_extra = _no_extra
+
+    def reason(self) -> str | None:
+        """Why the attempt was stopped (the first reason), or None."""
+        return self.stopped
 
     def stop(self, reason: str) -> None:
         """Stop the attempt (canceled, lease lost, worker stopping, Redis lost); the first reason sticks."""
@@ -193,7 +198,7 @@ class LeaseKeeper:
         for lease in watch:
             reply = next(replies_iter)
             if isinstance(reply, str) and reply and self._still_tracked(lease):
-                lease.stop("canceled")
+                lease.stop(CANCELED)
         for lease, step in markers:
             reply = next(replies_iter)
             if not self._still_tracked(lease):
@@ -222,4 +227,4 @@ class LeaseKeeper:
         self.renewals_lost += 1
         self._observers.on_lease_lost(lease.run_id)
         log.warning("lease lost for run %s: %s", lease.run_id, why, extra=lease.log_extra())
-        lease.stop("lease_lost")
+        lease.stop(LEASE_LOST)

@@ -16,9 +16,8 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from redflow import cron
 from redflow.client import RedflowClient
-from redflow.core import codec
+from redflow.core import codec, cron
 from redflow.core.errors import RedflowError
 from redflow.core.keys import cron_trigger_idempotency_key
 from redflow.core.models import CronDef
