@@ -110,10 +110,17 @@ class RedflowClient:
         ``priority`` 0..9: within its queue, a waiting run of higher priority starts first."""
         target = self.targets.resolve(workflow)
         request = self.targets.request(
-            target, input, queue=queue, max_attempts=max_attempts, priority=priority, idempotency_key=idempotency_key,
-            idempotency_ttl_s=idempotency_ttl, parent_run_id=parent_run_id or "", tags=validate_tags(tags) or None,
+            target,
+            input,
+            queue=queue,
+            max_attempts=max_attempts,
+            priority=priority,
+            idempotency_key=idempotency_key,
+            idempotency_ttl_s=idempotency_ttl,
+            parent_run_id=parent_run_id or "",
+            tags=validate_tags(tags) or None,
             available_at_ms=self._available_at_ms(delay, run_at),
-        )  # fmt: skip
+        )
         return RunHandle(self, enqueue(self.store, request))
 
     def run_many(
@@ -219,9 +226,13 @@ class RedflowClient:
             return False
         queue, index_keys = target
         outcome = self.scripts.cancel_run(
-            run_id=run_id, queue=queue, now=self.now_ms(), reason=reason or "", error_json=bulk.cancel_error_json(reason),
+            run_id=run_id,
+            queue=queue,
+            now=self.now_ms(),
+            reason=reason or "",
+            error_json=bulk.cancel_error_json(reason),
             index_keys=index_keys,
-        )  # fmt: skip
+        )
         if outcome == "terminal" and self.redis.hget(self.keys.run(run_id, queue), RunField.STATUS) == "canceled":
             children.cancel_children(self.store, run_id, reason=reason)
         if outcome not in children.STOPPED:
@@ -261,9 +272,13 @@ class RedflowClient:
         children are canceled too, as by ``cancel``."""
         self.store.load_scripts_for_batches()
         return bulk.cancel_many(
-            self.search, RunFilter.of(workflow, status, tags), reads.index_queues(self.store), self.now_ms, reason,
+            self.search,
+            RunFilter.of(workflow, status, tags),
+            reads.index_queues(self.store),
+            self.now_ms,
+            reason,
             then=lambda run_ids: children.cancel_descendants(self.store, run_ids, reason=reason),
-        )  # fmt: skip
+        )
 
     # -- retention: deleting finished runs -----------------------------------
     def purge(self, older_than: float | timedelta, status: str | None = None, workflow: str | None = None, *, dry_run: bool = False) -> int:

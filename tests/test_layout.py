@@ -11,7 +11,7 @@ import pytest
 from helpers import ROOT
 
 import redflow
-from redflow.store.scripts import SCRIPTS, script_source
+from redflow.store.catalog import SCRIPTS, script_source
 
 PACKAGE = ROOT / "redflow"
 LUA = PACKAGE / "store" / "lua"

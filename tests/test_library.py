@@ -12,9 +12,10 @@ import redis
 from helpers import wait_until
 
 from redflow import create_client, define_workflow
+from redflow.store.catalog import FLAGS, HELPER_ORDER, LIBRARY, SCRIPTS
+from redflow.store.catalog import lua as _lua
 from redflow.store.library import Library
 from redflow.store.requests import SettleRequest
-from redflow.store.scripts import FLAGS, HELPER_ORDER, LIBRARY, SCRIPTS, _lua
 
 
 def libraries(r: redis.Redis) -> dict[str, dict]:

@@ -16,7 +16,7 @@ from redflow.core.errors import RedflowError
 from redflow.core.flow import PRIORITY_MARKER
 from redflow.core.keys import new_id
 from redflow.engine.limits import FlowSweeper
-from redflow.store.scripts import script_source
+from redflow.store.catalog import script_source
 
 LEASE_MS = 60_000
 

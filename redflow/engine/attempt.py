@@ -312,7 +312,12 @@ class Attempt:
         rt, now_ms = self.rt, self.now_ms()
         sent_ms = _mono_ms()
         request = SettleRequest(
-            self.run_id, self.queue, status, self.token, rt.lease_ms, now_ms,
+            self.run_id,
+            self.queue,
+            status,
+            self.token,
+            rt.lease_ms,
+            now_ms,
             # The hash's fence catches any redflow-gevent attempt that took the run
             # over; the lease key is read too only when ours may have lapsed.
             check_lease=sent_ms - self.lease.renewed_at_ms >= rt.lease_ms / 2,
@@ -320,7 +325,7 @@ class Attempt:
             next_token=new_id("lease") if self.claim_next and not rt.stopping() else "",
             index_keys=self.store.keys.terminal_index_keys(self.info.workflow, self.info.tags, self.queue),
             limited=rt.limited,
-        )  # fmt: skip
+        )
         match outcome:
             case Succeeded(output_json):
                 request.output_json = output_json
@@ -381,12 +386,19 @@ class Attempt:
         only over that record; if the step holds another, it is returned."""
         try:
             saved = self.store.scripts.save_step(
-                run_id=self.run_id, queue=self.queue, token=self.token, name=name, step_json=step_json,
-                lease_ms=self.rt.lease_ms, expected=expected, conn=self.conn,
-            )  # fmt: skip
+                run_id=self.run_id,
+                queue=self.queue,
+                token=self.token,
+                name=name,
+                step_json=step_json,
+                lease_ms=self.rt.lease_ms,
+                expected=expected,
+                conn=self.conn,
+            )
         except RedisError as exc:
-            log.warning("run %s: could not record step %r (%s); leaving the run to be recovered", self.run_id, name, exc,
-                        extra=self.log_extra())  # fmt: skip
+            log.warning(
+                "run %s: could not record step %r (%s); leaving the run to be recovered", self.run_id, name, exc, extra=self.log_extra()
+            )
             self.interrupt(REDIS_LOST)
             raise RunInterrupt(REDIS_LOST) from exc
         if saved.state == "stale":

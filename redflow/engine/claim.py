@@ -109,9 +109,14 @@ class Claimer:
         """Claim and start the next run of ``queue`` in one call (take_run), or None."""
         token, sent_ms = new_id("lease"), time.monotonic() * 1000.0
         taken = self.store.scripts.take_run(
-            queue=queue, token=token, lease_ms=self.lease_ms, now=self.store.now_ms(), limited=self.limited,
-            marker_moved=marker_moved, conn=conn,
-        )  # fmt: skip
+            queue=queue,
+            token=token,
+            lease_ms=self.lease_ms,
+            now=self.store.now_ms(),
+            limited=self.limited,
+            marker_moved=marker_moved,
+            conn=conn,
+        )
         if taken is None:
             return None
         if self.observers.active:

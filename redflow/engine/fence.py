@@ -111,8 +111,9 @@ class Fence:
             if status == "canceled" or cancel_at:
                 cancel_children(store, lease.run_id)
         except RedisError as exc:
-            log.warning("run %s: could not look whether the children it started must be canceled (%s)", lease.run_id, exc,
-                        extra=lease.log_extra())  # fmt: skip
+            log.warning(
+                "run %s: could not look whether the children it started must be canceled (%s)", lease.run_id, exc, extra=lease.log_extra()
+            )
 
     def _confirm(self) -> Ownership:
         lease, sent_ms = self.lease, _mono_ms()
@@ -135,8 +136,9 @@ class Fence:
     def _redis_lost(self, exc: RedisError) -> NoReturn:
         """Redis failing here is the engine's trouble, not the handler's: abandon the attempt (as a step record does)."""
         lease = self.lease
-        log.warning("run %s: could not confirm it still owns the run (%s); leaving it to be recovered", lease.run_id, exc,
-                    extra=lease.log_extra())  # fmt: skip
+        log.warning(
+            "run %s: could not confirm it still owns the run (%s); leaving it to be recovered", lease.run_id, exc, extra=lease.log_extra()
+        )
         lease.stop(REDIS_LOST)
         raise RunInterrupt(REDIS_LOST) from exc
 

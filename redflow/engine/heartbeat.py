@@ -112,10 +112,21 @@ class Heartbeat:
         status = self._status()
         self._started_at = self._started_at or now_ms / 1000.0
         return WorkerRecord(
-            id=self.id, host=self._host, pid=self._pid, version=self.version, queues=tuple(self.queues), slots=self.slots,
-            busy=status.busy, done=status.done, failed=status.failed, started_at=self._started_at, seen_at=now_ms / 1000.0,
-            beat_s=self.beat_s, stopping=status.stopping, running=status.running[:RUNNING_NAMED],
-        )  # fmt: skip
+            id=self.id,
+            host=self._host,
+            pid=self._pid,
+            version=self.version,
+            queues=tuple(self.queues),
+            slots=self.slots,
+            busy=status.busy,
+            done=status.done,
+            failed=status.failed,
+            started_at=self._started_at,
+            seen_at=now_ms / 1000.0,
+            beat_s=self.beat_s,
+            stopping=status.stopping,
+            running=status.running[:RUNNING_NAMED],
+        )
 
     def step(self) -> float:
         """Write the record, sample the queues, flush the tallies: one round trip."""

@@ -83,8 +83,11 @@ class FlowSweeper:
             pipe.zcard(keys.queue_prioritized(queue))
         for queue, waiting in zip(self.queues, pipe.execute()):
             if waiting and scripts.ensure_marker(queue=queue):
-                log.warning("queue %r: %d prioritized run(s) had no marker in ready (a worker that knows no priorities "
-                            "dropped it?); put it back", queue, waiting)  # fmt: skip
+                log.warning(
+                    "queue %r: %d prioritized run(s) had no marker in ready (a worker that knows no priorities dropped it?); put it back",
+                    queue,
+                    waiting,
+                )
 
     def _heal(self, scope: str | None) -> None:
         keys, redis, scripts = self.store.keys, self.store.redis, self.store.scripts

@@ -47,8 +47,7 @@ def after_end(store: Store, run_id: str, final: str, parent_link: tuple[str, str
         if final == "canceled":
             cancel_children(store, run_id)
     except RedisError as exc:
-        log.warning("run %s ended %s, but telling its parent or canceling its children failed (%s)", run_id, final, exc,
-                    extra=log_extra())  # fmt: skip
+        log.warning("run %s ended %s, but telling its parent or canceling its children failed (%s)", run_id, final, exc, extra=log_extra())
 
 
 class ScheduledEvents:

@@ -38,9 +38,16 @@ class RunningStep:
 class StepClient(Protocol):
     """What steps start runs and events with (public API): a ``RedflowClient``, or the inline runner's stand-in."""
 
-    def run(self, workflow: WorkflowDef | str, input: Any = None, *, idempotency_key: str | None = None,
-            max_attempts: int | None = None, parent_run_id: str | None = None,
-            tags: Mapping[str, str] | None = None) -> Any: ...  # fmt: skip
+    def run(
+        self,
+        workflow: WorkflowDef | str,
+        input: Any = None,
+        *,
+        idempotency_key: str | None = None,
+        max_attempts: int | None = None,
+        parent_run_id: str | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> Any: ...
     def wait_for(self, run_id: str, *, timeout: float = 30.0, assist: Any = None) -> Any: ...
     def emit_event(self, name: str, payload: Any = None, idempotency_key: str | None = None) -> list[str]: ...
     def schedule_event(self, name: str, payload: Any = None, at: float | None = None, idempotency_key: str | None = None) -> list[str]: ...
@@ -83,5 +90,13 @@ class Recorder(Protocol):
     def begin(self, name: str) -> dict[str, Any] | None: ...
     def replay(self, name: str, record: dict[str, Any]) -> Any: ...
     def seq_of(self, record: dict[str, Any] | None) -> int: ...
-    def execute(self, name: str, seq: int, fn: Callable[..., Any], timeout: float | None = None, *,
-                started_at: int | None = None, expected: str = "") -> Any: ...  # fmt: skip
+    def execute(
+        self,
+        name: str,
+        seq: int,
+        fn: Callable[..., Any],
+        timeout: float | None = None,
+        *,
+        started_at: int | None = None,
+        expected: str = "",
+    ) -> Any: ...

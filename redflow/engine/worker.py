@@ -131,15 +131,27 @@ class Worker:
         )
         self.id = new_id("worker")
         self.heartbeat = Heartbeat(
-            store, self.id, self.queues, options.concurrency, self._status,
-            known=registry.__contains__, beat_s=options.heartbeat_s, version=VERSION,
-        )  # fmt: skip
+            store,
+            self.id,
+            self.queues,
+            options.concurrency,
+            self._status,
+            known=registry.__contains__,
+            beat_s=options.heartbeat_s,
+            version=VERSION,
+        )
         self.scheduled_events = ScheduledEvents(store, claim_ms=options.lease_ms)
         limited = limited_names(registry)
         self.claimer = Claimer(
-            store, self.queues, lease_ms=options.lease_ms, block_s=options.blmove_timeout_s, limited=limited,
-            observers=self.observers, stopping=self._stopping.is_set, wait=self._stopping.wait,
-        )  # fmt: skip
+            store,
+            self.queues,
+            lease_ms=options.lease_ms,
+            block_s=options.blmove_timeout_s,
+            limited=limited,
+            observers=self.observers,
+            stopping=self._stopping.is_set,
+            wait=self._stopping.wait,
+        )
         self.runtime = Runtime(
             store=store,
             client=client,
@@ -332,9 +344,12 @@ class Worker:
         stats = self.stats
         running = tuple((a.run_id, a.info.workflow) for a in self._inflight)
         return WorkerStatus(
-            busy=len(running), done=stats["succeeded"] + stats["failed"] + stats["canceled"], failed=stats["failed"],
-            stopping=self._stopping.is_set(), running=running,
-        )  # fmt: skip
+            busy=len(running),
+            done=stats["succeeded"] + stats["failed"] + stats["canceled"],
+            failed=stats["failed"],
+            stopping=self._stopping.is_set(),
+            running=running,
+        )
 
     def _observe(self, attempt: Attempt, outcome: Outcome) -> None:
         self.stats[outcome.kind] += 1
@@ -344,15 +359,25 @@ class Worker:
             case Failed(error):
                 log.warning("run %s failed: %s: %s", attempt.run_id, type(error).__name__, error, extra=extra)
             case Retrying(error, delay_ms):
-                log.info("run %s attempt %d failed (%s); retry in %.2fs", attempt.run_id, attempt.info.attempt, error, delay_ms / 1000,
-                         extra=extra)  # fmt: skip
+                log.info(
+                    "run %s attempt %d failed (%s); retry in %.2fs",
+                    attempt.run_id,
+                    attempt.info.attempt,
+                    error,
+                    delay_ms / 1000,
+                    extra=extra,
+                )
             case Canceled():
                 log.info("run %s canceled", attempt.run_id, extra=extra)
             case Abandoned(reason):
                 log.warning("run %s left to another worker (%s)", attempt.run_id, reason, extra=extra)
             case Skipped("missing"):
-                log.warning("queue %r: dropped entry %s: no such run (no run hash, or one without a status)",
-                            attempt.queue, attempt.run_id, extra=extra)  # fmt: skip
+                log.warning(
+                    "queue %r: dropped entry %s: no such run (no run hash, or one without a status)",
+                    attempt.queue,
+                    attempt.run_id,
+                    extra=extra,
+                )
             case _:
                 log.debug("run %s %s", attempt.run_id, outcome.kind, extra=extra)
 

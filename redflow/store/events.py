@@ -78,9 +78,13 @@ def fan_out(
         run_ids = []
         for sub in event_defs(store, def_ids):
             request = targets.request(
-                targets.resolve(sub.workflow), payload, queue=sub.queue, idempotency_key=key, idempotency_ttl_s=idempotency_ttl_s,
+                targets.resolve(sub.workflow),
+                payload,
+                queue=sub.queue,
+                idempotency_key=key,
+                idempotency_ttl_s=idempotency_ttl_s,
                 available_at_ms=at_ms or 0,
-            )  # fmt: skip
+            )
             run_ids.append(enqueue(store, request))
         return run_ids
 

@@ -1,12 +1,10 @@
-"""Every Lua script redflow runs, each with one typed wrapper.
+"""Every Lua script redflow runs (``store/catalog.py``), each with one typed wrapper.
 
-Each multi-key state change that must be atomic is one script, kept in its
-own file under ``store/lua/`` with a header (purpose, KEYS, ARGV, returns).
-:data:`SCRIPTS` is the one list of them: a script's name and the helper
-files (``status``, ``owns``, ``finalize``, ``limits``, ...) it uses. They
-run as one Redis Functions library (:mod:`redflow.store.library`: the
-helpers are defined once per Redis, not on every call), loaded once per
-client and again where Redis lost it; each script touches only the keys its
+A wrapper builds its script's KEYS and ARGV, in the order the script's
+header and ``local`` lines read them (``tests/test_script_args.py`` checks
+every one), from plain arguments or, for the state changes with many
+options, from a request value (``store/requests.py``); its reply comes back
+parsed (``store/replies.py``). Each script touches only the keys its
 wrapper builds (or, for a run a script finds itself, keys of the same hash
 tag), so Redis Cluster needs changes in ``keys.py`` alone.
 
@@ -18,14 +16,13 @@ call is queued and its parsed reply comes from ``batch.execute()``.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from functools import cache
-from importlib import resources
 from typing import Any, Protocol, TypeVar, cast
 
 from redflow.core.keys import Keys
 from redflow.core.retention import FINISHED_STATUSES
 from redflow.store.batch import Batch
-from redflow.store.library import Library, LibraryFunction
+from redflow.store.catalog import LIBRARY, SCRIPTS
+from redflow.store.library import LibraryFunction
 from redflow.store.replies import (
     Claim,
     Enqueued,
@@ -49,86 +46,6 @@ T = TypeVar("T")
 #: How long the wake-up token of a finished run lives: it only matters to
 #: waiters already blocked (they re-read the run at least once a second).
 WAKE_TTL_MS = 60 * 1000
-
-#: Helpers of the scripts that claim and start runs (flow control and priorities included).
-_CLAIM = ("limits", "priority", "start", "claim")
-
-#: Script name -> the helper files it uses, in :data:`HELPER_ORDER`. The one list of scripts.
-SCRIPTS: Mapping[str, tuple[str, ...]] = {
-    "enqueue_run": ("priority",),
-    "start_run": ("status", "waits", "limits", "start"),
-    "take_run": ("status", "waits", *_CLAIM),
-    "settle_run": ("status", "finalize", "terminal_index", "waits", *_CLAIM),
-    "cancel_run": ("status", "finalize", "terminal_index", "limits"),
-    "retry_run": ("status", "terminal_index", "priority"),
-    "promote_run": ("priority",),
-    "unlock": (),
-    "renew_lease": (),
-    "claim_inline": (),
-    "save_step": ("owns",),
-    "confirm_run": ("owns",),
-    "purge_invalid_entries": (),
-    "reap_run": (),
-    "repair_orphan": (),
-    "watch_run": (),
-    "search_runs": (),
-    "purge_run": ("status",),
-    "heal_limit": ("status", "limits"),
-    "ensure_marker": ("priority",),
-    "deliver_event": ("status", "waits"),
-    "child_ended": ("status", "waits"),
-    "forget_waiters": (),
-    "list_child": (),
-    "register_waiter": ("clock",),
-    "claim_scheduled_events": ("clock",),
-    "schedule_event": ("clock",),
-}
-
-
-#: The helper files in the order the library defines them: each after those it uses.
-HELPER_ORDER = ("status", "finalize", "terminal_index", "waits", "limits", "priority", "start", "claim", "owns", "clock")
-
-#: Redis Functions flags (a script without flags may write, and a full Redis
-#: refuses it before it runs). ``allow-oom`` goes to the scripts whose first
-#: write is always a deletion, which a full Redis allowed as EVAL scripts
-#: (settling a run, reaping, purging and unlocking go on at ``maxmemory``:
-#: docs/guarantees.md, "A full or evicting Redis"), and to those whose only
-#: writes are a few bytes that waits and recovery need (``watch_run``'s
-#: waiters flag, the entry ``repair_orphan`` and ``ensure_marker`` put back);
-#: ``no-writes`` to those that only read.
-FLAGS: Mapping[str, tuple[str, ...]] = {
-    "settle_run": ("allow-oom",),
-    "save_step": ("allow-oom",),
-    "confirm_run": ("allow-oom",),
-    "claim_inline": ("allow-oom",),
-    "promote_run": ("allow-oom",),
-    "reap_run": ("allow-oom",),
-    "purge_run": ("allow-oom",),
-    "purge_invalid_entries": ("allow-oom",),
-    "forget_waiters": ("allow-oom",),
-    "claim_scheduled_events": ("allow-oom",),
-    "heal_limit": ("allow-oom",),
-    "unlock": ("allow-oom",),
-    "watch_run": ("allow-oom",),
-    "repair_orphan": ("allow-oom",),
-    "ensure_marker": ("allow-oom",),
-    "search_runs": ("no-writes",),
-}
-
-
-@cache
-def _lua(name: str) -> str:
-    return (resources.files("redflow.store") / "lua" / f"{name}.lua").read_text(encoding="utf-8")
-
-
-#: Every script as one library of Redis Functions.
-LIBRARY = Library(helpers=HELPER_ORDER, scripts=SCRIPTS, flags=FLAGS, read=_lua)
-
-
-def script_source(name: str) -> str:
-    """The Lua one script runs: its helpers, then its own file (in the library,
-    every script shares one definition of each helper)."""
-    return "\n".join([*(_lua(helper) for helper in SCRIPTS[name]), _lua(name)])
 
 
 class ScriptConnection(Protocol):

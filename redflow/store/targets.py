@@ -119,9 +119,14 @@ class Targets:
             raise RedflowError("idempotency_key must be a non-empty string")
         queue = queue or target.queue
         return EnqueueRequest(
-            target.name, queue, input_json, max_attempts or target.max_attempts,
-            priority=check_priority(priority), limits_json=self._limits_json(target, queue, value) if limited else "", **options,
-        )  # fmt: skip
+            target.name,
+            queue,
+            input_json,
+            max_attempts or target.max_attempts,
+            priority=check_priority(priority),
+            limits_json=self._limits_json(target, queue, value) if limited else "",
+            **options,
+        )
 
     def _limits_json(self, target: Target, queue: str, value: Any) -> str:
         """The limits the workflow puts on a run (computed here when the workflow is
@@ -131,8 +136,9 @@ class Targets:
             return ""
         return limits_spec(self.keys, target.name, queue, workflow.flow, value)
 
-    def children(self, workflow: WorkflowDef | str, inputs: Sequence[Any], *, parent_run_id: str, parent_queue: str,
-                 step: str) -> list[EnqueueRequest]:  # fmt: skip
+    def children(
+        self, workflow: WorkflowDef | str, inputs: Sequence[Any], *, parent_run_id: str, parent_queue: str, step: str
+    ) -> list[EnqueueRequest]:
         """The children of ``step.run_workflows`` (one per input): idempotent per
         parent, step and index, each telling its parent when it ends. Their limits
         are computed when they are first claimed: a key function failing on a
@@ -147,6 +153,6 @@ class Targets:
                 parent_run_id=parent_run_id,
                 notify_parent=parent_queue,
                 limited=False,
-            )  # fmt: skip
+            )
             for index, value in enumerate(inputs)
         ]

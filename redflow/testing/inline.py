@@ -94,8 +94,10 @@ class InlineRun:
         if self.error is not None:
             raise self.error
         if self.parked is not None:
-            raise RedflowError(f"run {self.id} is parked ({self.parked.reason} in step {self.parked.step!r}): "
-                               "use InlineRunner.emit_event or InlineRunner.advance to resume it")  # fmt: skip
+            raise RedflowError(
+                f"run {self.id} is parked ({self.parked.reason} in step {self.parked.step!r}): "
+                "use InlineRunner.emit_event or InlineRunner.advance to resume it"
+            )
         raise RedflowError(f"run {self.id} did not run (status {self.status!r})")
 
     def outcome(self) -> Any:
@@ -115,8 +117,16 @@ class _InlineClient:
         self._runner = runner
         self._current = current
 
-    def run(self, workflow: WorkflowDef | str, input: Any = None, *, idempotency_key: str | None = None,
-            max_attempts: int | None = None, parent_run_id: str | None = None, **_options: Any) -> InlineRun:  # fmt: skip
+    def run(
+        self,
+        workflow: WorkflowDef | str,
+        input: Any = None,
+        *,
+        idempotency_key: str | None = None,
+        max_attempts: int | None = None,
+        parent_run_id: str | None = None,
+        **_options: Any,
+    ) -> InlineRun:
         """``client.run``: ``queue``, ``delay`` and ``run_at`` are accepted and ignored (it runs now)."""
         return self._runner.start(workflow, input, idempotency_key=idempotency_key, max_attempts=max_attempts, parent=self._current)
 
@@ -243,8 +253,16 @@ class InlineRunner:
             raise UnknownWorkflowError(str(workflow or ""))
         return found
 
-    def start(self, workflow: WorkflowDef | str, input: Any = None, *, idempotency_key: str | None = None,
-              max_attempts: int | None = None, parent: InlineRun | None = None, at: float | None = None) -> InlineRun:  # fmt: skip
+    def start(
+        self,
+        workflow: WorkflowDef | str,
+        input: Any = None,
+        *,
+        idempotency_key: str | None = None,
+        max_attempts: int | None = None,
+        parent: InlineRun | None = None,
+        at: float | None = None,
+    ) -> InlineRun:
         """Create a run (as ``client.run`` would: input validated, JSON only) and run it unless ``at`` is set."""
         wf = self.resolve(workflow)
         if max_attempts is not None and (not isinstance(max_attempts, int) or max_attempts < 1):
@@ -357,8 +375,10 @@ class InlineRunner:
         self._scheduled_events = [event for event in self._scheduled_events if event[0] > now]
         for fire_ms, name, payload_json in due:
             self._deliver(name, payload_json, fire_ms)
-        parked = sorted((run for run in self.runs.values() if run.parked is not None and run.parked.wake_at <= now),
-                        key=lambda run: run.parked.wake_at if run.parked else 0)  # fmt: skip
+        parked = sorted(
+            (run for run in self.runs.values() if run.parked is not None and run.parked.wake_at <= now),
+            key=lambda run: run.parked.wake_at if run.parked else 0,
+        )
         for run in parked:
             self._resume(run)
 

@@ -118,7 +118,7 @@ def test_redflow_never_imports_a_deserializer_of_objects_nor_evaluates_code():
 
 def lua_scripts() -> dict[str, str]:
     """Every Lua script redflow runs, with its helpers (redflow/store/lua/*.lua)."""
-    from redflow.store.scripts import SCRIPTS, script_source
+    from redflow.store.catalog import SCRIPTS, script_source
 
     return {name: script_source(name) for name in SCRIPTS}
 

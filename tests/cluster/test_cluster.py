@@ -14,8 +14,9 @@ from redflow.core.keys import Keys
 from redflow.ops.dashboard import serve
 from redflow.ops.views.stats import workflow_stats
 from redflow.ops.views.workers import list_workers
+from redflow.store.catalog import LIBRARY
 from redflow.store.requests import EnqueueRequest, SettleRequest, StartRequest
-from redflow.store.scripts import LIBRARY, Scripts
+from redflow.store.scripts import Scripts
 
 #: A reply of each script's shape, for the recorder.
 _REPLIES = {
