@@ -75,7 +75,7 @@ def main() -> int:
         now, batch = client.now_ms(), Batch(client.redis)
         tokens = [uuid.uuid4().hex for _ in range(IN_FLIGHT)]
         for token in tokens:
-            client.scripts.take_run(queue="default", token=token, lease_ms=LEASE_MS, now=now, conn=batch)
+            client.scripts.take_run(queue="default", token=token, lease_ms=LEASE_MS, now_ms=now, conn=batch)
         in_flight = settle_round(client, batch, [(c.run_id, t) for c, t in zip(batch.execute(), tokens)], now)  # warm
         subprocess.run(["callgrind_control", "-z", str(server.pid)], check=True, capture_output=True)
         settled = 0

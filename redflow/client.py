@@ -228,7 +228,7 @@ class RedflowClient:
         outcome = self.scripts.cancel_run(
             run_id=run_id,
             queue=queue,
-            now=self.now_ms(),
+            now_ms=self.now_ms(),
             reason=reason or "",
             error_json=bulk.cancel_error_json(reason),
             index_keys=index_keys,
@@ -250,7 +250,7 @@ class RedflowClient:
         if target is None:
             return False
         queue, index_keys = target
-        return self.scripts.retry_run(run_id=run_id, queue=queue, now=self.now_ms(), index_keys=index_keys).accepted
+        return self.scripts.retry_run(run_id=run_id, queue=queue, now_ms=self.now_ms(), index_keys=index_keys).accepted
 
     def retry_many(self, workflow: str | None = None, status: str | None = "failed", tags: Mapping[str, str] | None = None) -> int:
         """Retry every run that matches (``status`` failed, canceled, or None for

@@ -12,9 +12,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from redflow.core import codec, cron
-from redflow.core.cron import TriggerDef
 from redflow.core.errors import RedflowError
-from redflow.core.models import EventDef, WorkflowField, cron_def_json, event_def_json, retention_json
+from redflow.core.models import (
+    EventDef,
+    WorkflowField,
+    cron_def_json,
+    cron_triggers_json,
+    event_def_json,
+    event_triggers_json,
+    retention_json,
+)
 from redflow.core.workflow_def import Registry, WorkflowDef
 from redflow.store.port import Store
 
@@ -68,9 +75,9 @@ def sync_registry(store: Store, registry: Registry) -> None:
                 WorkflowField.QUEUE: wf.queue,
                 WorkflowField.MAX_ATTEMPTS: str(wf.max_attempts),
                 WorkflowField.UPDATED_AT: str(now_ms),
-                WorkflowField.CRON_JSON: codec.dumps([_cron_json(t) for t in wf.cron]),
+                WorkflowField.CRON_JSON: cron_triggers_json(wf.cron),
                 WorkflowField.CRON_IDS_JSON: codec.dumps(cron_ids),
-                WorkflowField.EVENT_JSON: codec.dumps([{"name": e} for e in wf.events]),
+                WorkflowField.EVENT_JSON: event_triggers_json(wf.events),
                 WorkflowField.EVENT_IDS_JSON: codec.dumps(event_ids),
                 WorkflowField.RETENTION_JSON: retention_json(wf.retention),
             },
@@ -91,15 +98,6 @@ def _sync_limits(pipe: Pipeline, key: str, wf: WorkflowDef) -> None:
         pipe.hset(key, mapping=fields)
     if stale:
         pipe.hdel(key, *stale)
-
-
-def _cron_json(trigger: TriggerDef) -> dict[str, Any]:
-    out: dict[str, Any] = {"expression": trigger.expression, "timezone": trigger.timezone}
-    if trigger.id:
-        out["id"] = trigger.id
-    if trigger.has_input:
-        out["input"] = trigger.input
-    return out
 
 
 def _sync_crons(

@@ -33,7 +33,7 @@ def echo(registry: Registry):
 def _take_all(client) -> list[str]:
     """Claim and start every run of the default queue, in claim order (as workers would)."""
     taken = []
-    while (claim := client.scripts.take_run(queue="default", token=new_id("lease"), lease_ms=LEASE_MS, now=client.now_ms())) is not None:
+    while (claim := client.scripts.take_run(queue="default", token=new_id("lease"), lease_ms=LEASE_MS, now_ms=client.now_ms())) is not None:
         taken.append(claim.run_id)
     return taken
 
@@ -76,7 +76,7 @@ def test_delayed_and_retried_runs_keep_their_priority(start, client, registry, r
 
     later = client.run(fails, "later", priority=7, delay=0.05)
     plain = client.run(fails, "plain")
-    wait_until(lambda: client.scripts.promote_run(run_id=later.id, queue="default", now=client.now_ms()) == "promoted")
+    wait_until(lambda: client.scripts.promote_run(run_id=later.id, queue="default", now_ms=client.now_ms()) == "promoted")
     assert r.zscore(client.keys.queue_prioritized("default"), later.id) is not None
     worker = start(concurrency=1)
     wait_until(lambda: later.status() == "failed" and plain.status() == "failed")

@@ -219,7 +219,7 @@ class Interleavings(RuleBasedStateMachine):
         if slot.phase != "idle":
             return
         token = new_id("lease")
-        claim = self.scripts.take_run(queue="default", token=token, lease_ms=LONG_LEASE_MS, now=self.client.now_ms())
+        claim = self.scripts.take_run(queue="default", token=token, lease_ms=LONG_LEASE_MS, now_ms=self.client.now_ms())
         if claim is not None:
             slot.run_id, slot.token = claim.run_id, token
             self._started(slot, claim.start)
@@ -254,7 +254,7 @@ class Interleavings(RuleBasedStateMachine):
         renewed = self.scripts.renew_run_lease(run_id=slot.run_id, queue="default", token=slot.token, lease_ms=LONG_LEASE_MS)
         state = self.scripts.save_step(run_id=slot.run_id, queue="default", token=slot.token, name="long",
                                        step_json='{"status":"running","seq":99,"startedAt":1}', lease_ms=LONG_LEASE_MS,
-                                       marker_started_at=1).state  # fmt: skip
+                                       marker_started_at_ms=1).state  # fmt: skip
         if not renewed or state == "stale":
             self._abandon(slot, release)
 
@@ -316,7 +316,7 @@ class Interleavings(RuleBasedStateMachine):
     def promote(self) -> None:
         now = self.client.now_ms()
         for run_id in self.r.zrangebyscore(self.keys.queue_scheduled("default"), "-inf", now):
-            self.scripts.promote_run(run_id=run_id, queue="default", now=now)
+            self.scripts.promote_run(run_id=run_id, queue="default", now_ms=now)
 
     @rule()
     def sweep(self) -> None:

@@ -208,7 +208,7 @@ def test_a_child_ending_after_its_parent_was_purged_leaves_no_key_behind(start, 
 
     release.set()  # the child ends (canceled at its next step boundary) and reports to a parent that is gone
     wait_until(lambda: client.get_run(running).status == "canceled", timeout=15)
-    assert client.scripts.child_ended(child_id=running, parent_id=handle.id, parent_queue="default", now=client.now_ms()) == "gone"
+    assert client.scripts.child_ended(child_id=running, parent_id=handle.id, parent_queue="default", now_ms=client.now_ms()) == "gone"
     left = list(r.scan_iter(match=f"{prefix}:*{handle.id}*"))
     assert [key for key in left if r.ttl(key) < 0] == []  # only its children's idempotency keys, which expire
     # The parent is gone: its children follow their own retention (kept forever here, until purged).

@@ -71,7 +71,7 @@ TABLE = {
         {},
     ),
     "take_run": (
-        lambda s: s.take_run(queue=Q, token="token", lease_ms=5, now=3, limited="lim", marker_moved=True),
+        lambda s: s.take_run(queue=Q, token="token", lease_ms=5, now_ms=3, limited="lim", marker_moved=True),
         {"ready_key": K.queue_ready(Q), "token": "token", "lease_ms": "5", "now": "3", "scope": K.scope(Q),
          "queue_prefix": K.queue_prefix(Q), "limited": "lim", "marker_moved": "1"},
         {},
@@ -84,7 +84,7 @@ TABLE = {
         {("KEYS", 2): TERMINAL, ("ARGV", 16): ["children", "step", "rec", "29", "1", "run_c"]},
     ),
     "cancel_run": (
-        lambda s: s.cancel_run(run_id="run_1", queue=Q, now=3, reason="why", error_json="err", index_keys=TERMINAL),
+        lambda s: s.cancel_run(run_id="run_1", queue=Q, now_ms=3, reason="why", error_json="err", index_keys=TERMINAL),
         {"run_key": K.run("run_1", Q), "done_key": K.run_done("run_1", Q), "queue_scheduled_key": K.queue_scheduled(Q),
          "lease_key": K.run_lease("run_1", Q), "processing_key": K.queue_processing(Q), "prioritized_key": K.queue_prioritized(Q),
          "run_id": "run_1", "now": "3", "reason": "why", "error_json": "err", "wake_ttl": str(WAKE_TTL_MS),
@@ -92,14 +92,14 @@ TABLE = {
         {("KEYS", 2): K.all_runs_status(Q), ("KEYS", 13): TERMINAL},
     ),
     "retry_run": (
-        lambda s: s.retry_run(run_id="run_1", queue=Q, now=3, index_keys=TERMINAL),
+        lambda s: s.retry_run(run_id="run_1", queue=Q, now_ms=3, index_keys=TERMINAL),
         {"run_key": K.run("run_1", Q), "ready_key": K.queue_ready(Q), "done_key": K.run_done("run_1", Q),
          "lease_key": K.run_lease("run_1", Q), "processing_key": K.queue_processing(Q), "prioritized_key": K.queue_prioritized(Q),
          "priority_seq_key": K.queue_priority_seq(Q), "run_id": "run_1", "now": "3"},
         {("KEYS", 2): K.all_runs_status(Q), ("KEYS", 14): TERMINAL},
     ),
     "promote_run": (
-        lambda s: s.promote_run(run_id="run_1", queue=Q, now=3),
+        lambda s: s.promote_run(run_id="run_1", queue=Q, now_ms=3),
         {"run_key": K.run("run_1", Q), "queue_scheduled_key": K.queue_scheduled(Q), "scheduled_key": K.runs_status("scheduled", Q),
          "queued_key": K.runs_status("queued", Q), "ready_key": K.queue_ready(Q), "prioritized_key": K.queue_prioritized(Q),
          "priority_seq_key": K.queue_priority_seq(Q), "run_id": "run_1", "now": "3"},
@@ -113,7 +113,7 @@ TABLE = {
         {},
     ),
     "save_step": (
-        lambda s: s.save_step(run_id="run_1", queue=Q, token="token", name="step", step_json="rec", lease_ms=5, marker_started_at=7,
+        lambda s: s.save_step(run_id="run_1", queue=Q, token="token", name="step", step_json="rec", lease_ms=5, marker_started_at_ms=7,
                               expected="old"),
         {"steps_key": K.run_steps("run_1", Q), "lease_key": K.run_lease("run_1", Q), "run_key": K.run("run_1", Q), "token": "token",
          "name": "step", "step_json": "rec", "marker": "7", "lease_ms": "5", "expected": "old"},
@@ -160,13 +160,13 @@ TABLE = {
         {},
     ),
     "deliver_event": (
-        lambda s: s.deliver_event(run_id="run_1", queue=Q, step="step", waiting="rec", resolved="done", now=3),
+        lambda s: s.deliver_event(run_id="run_1", queue=Q, step="step", waiting="rec", resolved="done", now_ms=3),
         {"run_key": K.run("run_1", Q), "steps_key": K.run_steps("run_1", Q), "queue_scheduled_key": K.queue_scheduled(Q),
          "ready_key": K.queue_ready(Q), "run_id": "run_1", "step": "step", "waiting": "rec", "resolved": "done", "now": "3"},
         {("KEYS", 2): K.all_runs_status(Q)},
     ),
     "child_ended": (
-        lambda s: s.child_ended(child_id="run_c", parent_id="run_p", parent_queue=Q, now=3),
+        lambda s: s.child_ended(child_id="run_c", parent_id="run_p", parent_queue=Q, now_ms=3),
         {"run_key": K.run("run_p", Q), "ended_key": K.run_children_ended("run_p", Q), "queue_scheduled_key": K.queue_scheduled(Q),
          "ready_key": K.queue_ready(Q), "child_id": "run_c", "parent_id": "run_p", "now": "3"},
         {("KEYS", 2): K.all_runs_status(Q)},
@@ -177,7 +177,7 @@ TABLE = {
         {("ARGV", 1): ["run_1", "h1", "run_2", "h2"]},
     ),
     "list_child": (
-        lambda s: s.list_child(children_key=K.run_children("run_p", Q), child_id="run_c", now=3),
+        lambda s: s.list_child(children_key=K.run_children("run_p", Q), child_id="run_c", now_ms=3),
         {"run_key": K.run("run_p", Q), "children_key": K.run_children("run_p", Q), "child_id": "run_c", "created_at": "3"},
         {},
     ),

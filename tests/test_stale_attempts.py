@@ -305,7 +305,7 @@ def test_canceling_a_canceled_run_again_finishes_a_cascade_its_first_canceler_di
     handle = fan.run({"count": 3}, client=client)
     wait_until(lambda: count(r, prefix, "kid") == 3 and handle.status() == "scheduled", timeout=10, message="the parent parked")
     # a client that died between marking the parent and canceling its children
-    client.scripts.cancel_run(run_id=handle.id, queue="default", now=client.now_ms(), reason="", error_json="")
+    client.scripts.cancel_run(run_id=handle.id, queue="default", now_ms=client.now_ms(), reason="", error_json="")
     assert handle.status() == "canceled"
 
     assert client.cancel(handle.id, reason="again") is False  # it was canceled already

@@ -300,7 +300,7 @@ class Attempt:
         if final == "scheduled":
             self.rt.wake_promoter(request.retry_at_ms)
         elif final == "parked" and isinstance(outcome, Parked):
-            self.rt.wake_promoter(outcome.request.wake_at)
+            self.rt.wake_promoter(outcome.request.wake_at_ms)
         if (self.parent_link is not None or final == "canceled") and final in TERMINAL_STATUSES:
             parking.after_end(self.store, self.run_id, final, self.parent_link, self.log_extra)  # tell a waiting parent; cancel children
         if final == "canceled" and not isinstance(outcome, Canceled):

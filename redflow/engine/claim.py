@@ -112,7 +112,7 @@ class Claimer:
             queue=queue,
             token=token,
             lease_ms=self.lease_ms,
-            now=self.store.now_ms(),
+            now_ms=self.store.now_ms(),
             limited=self.limited,
             marker_moved=marker_moved,
             conn=conn,

@@ -124,7 +124,7 @@ class Promoter:
             due, head = replies[2 * index], replies[2 * index + 1]
             full_batch = full_batch or len(due) >= PROMOTE_BATCH
             for run_id in due:
-                store.scripts.promote_run(run_id=run_id, queue=queue, now=now_ms, conn=promote)
+                store.scripts.promote_run(run_id=run_id, queue=queue, now_ms=now_ms, conn=promote)
             if head and head[0][1] > now_ms:
                 next_due = head[0][1] if next_due is None else min(next_due, head[0][1])
         if len(promote):

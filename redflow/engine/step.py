@@ -146,14 +146,14 @@ class StepApi:
         fn: Callable[..., Any],
         timeout: float | None = None,
         *,
-        started_at: int | None = None,
+        started_at_ms: int | None = None,
         expected: str = "",
     ) -> Any:
         """Call ``fn`` as step ``name`` and record its output or error. ``expected``:
         the record the step must still hold (a durable wait); if something else
         resolved it meanwhile, that record's output is returned instead."""
         host = self._host
-        running = RunningStep(name, seq, host.now_ms() if started_at is None else started_at)
+        running = RunningStep(name, seq, host.now_ms() if started_at_ms is None else started_at_ms)
         host.running_steps[name] = running
         began = time.perf_counter()
         try:
@@ -174,7 +174,9 @@ class StepApi:
                 self._save_failed(name, seq, running, exc, expected)
             raise  # the engine's interrupt (the attempt is being stopped) is not a step failure
         host.running_steps.pop(name, None)
-        found = host.save_step(name, step_succeeded_json(seq, running.started_at, host.now_ms(), output_json, host.info.attempt), expected)
+        found = host.save_step(
+            name, step_succeeded_json(seq, running.started_at_ms, host.now_ms(), output_json, host.info.attempt), expected
+        )
         if found is not None:  # resolved meanwhile (an event delivered): that outcome stands
             return self._resolved_meanwhile(name, found)
         self._cache[name] = {StepField.STATUS: STEP_SUCCEEDED, StepField.SEQ: seq, StepField.OUTPUT_JSON: output_json}
@@ -191,7 +193,7 @@ class StepApi:
     def _save_failed(self, name: str, seq: int, running: RunningStep, exc: BaseException, expected: str = "") -> None:
         host = self._host
         error_json = host.payloads.dumps_error(exc)
-        host.save_step(name, step_failed_json(seq, running.started_at, host.now_ms(), error_json, host.info.attempt), expected)
+        host.save_step(name, step_failed_json(seq, running.started_at_ms, host.now_ms(), error_json, host.info.attempt), expected)
 
     def _call(self, fn: Callable[..., Any], name: str, timeout: float | None) -> Any:
         args = (self._host.signal,) if _wants_signal(fn) else ()

@@ -31,7 +31,7 @@ class RunningStep:
 
     name: str
     seq: int
-    started_at: int
+    started_at_ms: int
     marked: bool = False
 
 
@@ -97,6 +97,6 @@ class Recorder(Protocol):
         fn: Callable[..., Any],
         timeout: float | None = None,
         *,
-        started_at: int | None = None,
+        started_at_ms: int | None = None,
         expected: str = "",
     ) -> Any: ...

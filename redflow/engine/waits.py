@@ -56,13 +56,13 @@ class ParkRequest:
     reason: str
     step: str
     record: str
-    wake_at: int
+    wake_at_ms: int
     running: tuple[str, ...] = ()
     ended: tuple[str, ...] = ()
 
     def settle_args(self) -> list[str]:
         """The wait as ``settle_run`` takes it (``park_run`` in waits.lua)."""
-        args = [self.reason, self.step, self.record, str(self.wake_at)]
+        args = [self.reason, self.step, self.record, str(self.wake_at_ms)]
         if self.reason == WAIT_CHILDREN:
             args += [str(len(self.running)), *self.running, *self.ended]
         return args
@@ -98,12 +98,12 @@ def _sleep(steps: Recorder, host: StepHost, name: str, wake_at_of: Callable[[int
     if _succeeded(record):
         return
     now_ms, seq = host.now_ms(), steps.seq_of(record)
-    wake_at = wait.wake_at if wait is not None and wait.wake_at is not None else int(wake_at_of(now_ms))
-    if wake_at <= now_ms:  # over (or never started): done
-        steps.execute(name, seq, _nothing, started_at=_started_at(record, now_ms))
+    wake_at_ms = wait.wake_at_ms if wait is not None and wait.wake_at_ms is not None else int(wake_at_of(now_ms))
+    if wake_at_ms <= now_ms:  # over (or never started): done
+        steps.execute(name, seq, _nothing, started_at_ms=_started_at_ms(record, now_ms))
         return
-    waiting = codec.dumps(record) if wait is not None else step_waiting_json(seq, now_ms, Wait(WAIT_SLEEP, wake_at=wake_at))
-    raise ParkRun(ParkRequest(WAIT_SLEEP, name, waiting, wake_at))
+    waiting = codec.dumps(record) if wait is not None else step_waiting_json(seq, now_ms, Wait(WAIT_SLEEP, wake_at_ms=wake_at_ms))
+    raise ParkRun(ParkRequest(WAIT_SLEEP, name, waiting, wake_at_ms))
 
 
 def wait_for_event(
@@ -121,7 +121,7 @@ def wait_for_event(
         return steps.replay(name, record)
     now_ms, seq = host.now_ms(), steps.seq_of(record)
     if wait is None:
-        wait = Wait(WAIT_EVENT, event=event, match=match, timeout_at=None if timeout_ms is None else now_ms + max(1, timeout_ms))
+        wait = Wait(WAIT_EVENT, event=event, match=match, timeout_at_ms=None if timeout_ms is None else now_ms + max(1, timeout_ms))
         waiting = step_waiting_json(seq, now_ms, wait)
         # Stored before its index entry exists: an event that finds the entry finds the record and
         # resolves it, even before the park's settle or with this worker killed before it.
@@ -129,13 +129,13 @@ def wait_for_event(
     else:  # a replay: the stored wait stands
         waiting = codec.dumps(record)
     waiter = EventWaiter(host.run_id, host.info.queue, name, wait.match or {}, waiting)
-    if wait.timeout_at is not None and wait.timeout_at <= now_ms:
-        value = steps.execute(name, seq, _nothing, started_at=_started_at(record, now_ms), expected=waiting)
+    if wait.timeout_at_ms is not None and wait.timeout_at_ms <= now_ms:
+        value = steps.execute(name, seq, _nothing, started_at_ms=_started_at_ms(record, now_ms), expected=waiting)
         host.forget_event_wait(wait.event or event, waiter)
         return value  # None, unless the event landed just before
     host.register_event_wait(wait.event or event, waiter)
     recheck_at = now_ms + EVENT_RECHECK_MS
-    raise ParkRun(ParkRequest(WAIT_EVENT, name, waiting, recheck_at if wait.timeout_at is None else min(wait.timeout_at, recheck_at)))
+    raise ParkRun(ParkRequest(WAIT_EVENT, name, waiting, recheck_at if wait.timeout_at_ms is None else min(wait.timeout_at_ms, recheck_at)))
 
 
 def run_workflows(steps: Recorder, host: StepHost, name: str, workflow: WorkflowDef | str, inputs: Sequence[Any]) -> list[Any]:
@@ -152,15 +152,15 @@ def run_workflows(steps: Recorder, host: StepHost, name: str, workflow: Workflow
     if wait is None:
         values = list(inputs)
         ids = tuple(host.fence_children(lambda: host.start_children(workflow, values, name)))
-        waiting, started_at = step_waiting_json(seq, now_ms, Wait(WAIT_CHILDREN, children=ids)), now_ms
+        waiting, started_at_ms = step_waiting_json(seq, now_ms, Wait(WAIT_CHILDREN, children=ids)), now_ms
     else:
-        ids, waiting, started_at = wait.children, codec.dumps(record), _started_at(record, now_ms)
+        ids, waiting, started_at_ms = wait.children, codec.dumps(record), _started_at_ms(record, now_ms)
     states = host.read_states(ids)
     running = tuple(child for child, state in zip(ids, states) if state is not None and not state.is_terminal)
     if not running:
-        return list(steps.execute(name, seq, lambda: _outputs(ids, states), started_at=started_at))
+        return list(steps.execute(name, seq, lambda: _outputs(ids, states), started_at_ms=started_at_ms))
     ended = tuple(child for child, state in zip(ids, states) if state is not None and state.is_terminal)
-    recheck_ms = min(CHILDREN_RECHECK_MAX_MS, max(CHILDREN_RECHECK_MIN_MS, now_ms - started_at))
+    recheck_ms = min(CHILDREN_RECHECK_MAX_MS, max(CHILDREN_RECHECK_MIN_MS, now_ms - started_at_ms))
     raise ParkRun(ParkRequest(WAIT_CHILDREN, name, waiting, now_ms + recheck_ms, running, ended))
 
 
@@ -181,7 +181,7 @@ def _succeeded(record: dict[str, Any] | None) -> bool:
     return record is not None and record.get(StepField.STATUS) == STEP_SUCCEEDED
 
 
-def _started_at(record: dict[str, Any] | None, default: int) -> int:
+def _started_at_ms(record: dict[str, Any] | None, default: int) -> int:
     started = record.get(StepField.STARTED_AT) if record is not None else None
     return started if isinstance(started, int) else default
 

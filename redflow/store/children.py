@@ -68,7 +68,7 @@ def _cancel_page(store: Store, page: Sequence[str], reason: str | None, error_js
     batch, now_ms = store.batch(), store.now_ms()
     for child, queue, index_keys in chunk:
         store.scripts.cancel_run(
-            run_id=child, queue=queue, now=now_ms, reason=reason or "", error_json=error_json, index_keys=index_keys, conn=batch
+            run_id=child, queue=queue, now_ms=now_ms, reason=reason or "", error_json=error_json, index_keys=index_keys, conn=batch
         )
     return [child for (child, _, _), outcome in zip(chunk, batch.execute()) if outcome in STOPPED]
 
@@ -82,4 +82,4 @@ def report_child_end(store: Store, run_id: str, queue: str | None) -> None:
 
 def tell_parent(store: Store, child_id: str, parent_id: str, parent_queue: str) -> str:
     """A child ended: note it on its parent (see ``child_ended.lua``)."""
-    return store.scripts.child_ended(child_id=child_id, parent_id=parent_id, parent_queue=parent_queue, now=store.now_ms())
+    return store.scripts.child_ended(child_id=child_id, parent_id=parent_id, parent_queue=parent_queue, now_ms=store.now_ms())

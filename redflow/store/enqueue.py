@@ -91,7 +91,7 @@ def add(
     listing = batch if listing is None else listing
     store.locator.record(run_id, request.queue, pipe=listing)
     if children_key is not None:
-        store.scripts.list_child(children_key=children_key, child_id=run_id, now=now_ms, conn=listing)
+        store.scripts.list_child(children_key=children_key, child_id=run_id, now_ms=now_ms, conn=listing)
     store.scripts.enqueue_run(request, run_id=run_id, created_at_ms=now_ms, replace_id=replace_id, conn=batch)
 
 

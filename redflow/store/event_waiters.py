@@ -61,7 +61,7 @@ def deliver(
     batch = scripts.batch()
     for waiter, resolved in matching:
         scripts.deliver_event(
-            run_id=waiter.run_id, queue=waiter.queue, step=waiter.step, waiting=waiter.record, resolved=resolved, now=now_ms, conn=batch
+            run_id=waiter.run_id, queue=waiter.queue, step=waiter.step, waiting=waiter.record, resolved=resolved, now_ms=now_ms, conn=batch
         )
     replies = batch.execute() if matching else []
     ended = unreadable + [(w.run_id, entries[w.run_id]) for (w, _), reply in zip(matching, replies) if reply in _ENDED]

@@ -114,14 +114,14 @@ class Scripts:
         return self._call("start_run", [k.queue_processing(r.queue)], args, conn, StartReply.parse)
 
     def take_run(
-        self, *, queue: str, token: str, lease_ms: int, now: int, limited: str = "", marker_moved: bool = False, conn: Conn = None
+        self, *, queue: str, token: str, lease_ms: int, now_ms: int, limited: str = "", marker_moved: bool = False, conn: Conn = None
     ) -> Claim | None:
         """Claim the next run of ``queue`` and start it; None when nothing was started.
         ``marker_moved``: the caller's BLMOVE took the priority marker (it goes back
         to ready and the best prioritized run is taken instead)."""
         k = self.keys
         keys = [k.queue_ready(queue)]
-        args = [token, lease_ms, now, k.scope(queue), k.queue_prefix(queue), limited, "1" if marker_moved else "0"]
+        args = [token, lease_ms, now_ms, k.scope(queue), k.queue_prefix(queue), limited, "1" if marker_moved else "0"]
         return self._call("take_run", keys, args, conn, claim_of)
 
     def settle_run(self, request: SettleRequest, *, conn: Conn = None) -> Settled:
@@ -136,7 +136,7 @@ class Scripts:
         return self._call("settle_run", keys, args, conn, Settled.parse)
 
     def cancel_run(
-        self, *, run_id: str, queue: str, now: int, reason: str, error_json: str, index_keys: Sequence[str] = (), conn: Conn = None
+        self, *, run_id: str, queue: str, now_ms: int, reason: str, error_json: str, index_keys: Sequence[str] = (), conn: Conn = None
     ) -> str:
         """``canceled`` | ``requested`` | ``terminal`` | ``missing``; ``index_keys`` as for :meth:`settle_run`."""
         k = self.keys
@@ -144,9 +144,9 @@ class Scripts:
             k.run(run_id, queue), *k.all_runs_status(queue), k.run_done(run_id, queue), k.queue_scheduled(queue),
             k.run_lease(run_id, queue), k.queue_processing(queue), k.queue_prioritized(queue), *index_keys,
         ]  # fmt: skip
-        return self._call("cancel_run", keys, [run_id, now, reason, error_json, WAKE_TTL_MS, k.run_prefix(queue)], conn, text)
+        return self._call("cancel_run", keys, [run_id, now_ms, reason, error_json, WAKE_TTL_MS, k.run_prefix(queue)], conn, text)
 
-    def retry_run(self, *, run_id: str, queue: str, now: int, index_keys: Sequence[str] = (), conn: Conn = None) -> RetryReply:
+    def retry_run(self, *, run_id: str, queue: str, now_ms: int, index_keys: Sequence[str] = (), conn: Conn = None) -> RetryReply:
         """``index_keys``: the run's failed / canceled index pairs, which a retried run leaves."""
         k = self.keys
         keys = [
@@ -154,16 +154,16 @@ class Scripts:
             k.run_lease(run_id, queue), k.queue_processing(queue), k.queue_prioritized(queue), k.queue_priority_seq(queue),
             *index_keys,
         ]  # fmt: skip
-        return self._call("retry_run", keys, [run_id, now], conn, RetryReply.parse)
+        return self._call("retry_run", keys, [run_id, now_ms], conn, RetryReply.parse)
 
-    def promote_run(self, *, run_id: str, queue: str, now: int, conn: Conn = None) -> str:
+    def promote_run(self, *, run_id: str, queue: str, now_ms: int, conn: Conn = None) -> str:
         """``promoted`` | ``not_due`` | ``missing`` | ``stale``."""
         k = self.keys
         keys = [
             k.run(run_id, queue), k.queue_scheduled(queue), k.runs_status("scheduled", queue), k.runs_status("queued", queue),
             k.queue_ready(queue), k.queue_prioritized(queue), k.queue_priority_seq(queue),
         ]  # fmt: skip
-        return self._call("promote_run", keys, [run_id, now], conn, text)
+        return self._call("promote_run", keys, [run_id, now_ms], conn, text)
 
     def renew_run_lease(self, *, run_id: str, queue: str, token: str, lease_ms: int, conn: Conn = None) -> bool:
         """Whether the run's lease was ours and is renewed."""
@@ -202,14 +202,14 @@ class Scripts:
         name: str,
         step_json: str,
         lease_ms: int,
-        marker_started_at: int | None = None,
+        marker_started_at_ms: int | None = None,
         expected: str = "",
         conn: Conn = None,
     ) -> StepSaved:
         """``expected``: write only while the step's record is exactly this one."""
         k = self.keys
         keys = [k.run_steps(run_id, queue), k.run_lease(run_id, queue), k.run(run_id, queue)]
-        marker = "" if marker_started_at is None else str(marker_started_at)
+        marker = "" if marker_started_at_ms is None else str(marker_started_at_ms)
         return self._call("save_step", keys, [token, name, step_json, marker, lease_ms, expected], conn, StepSaved.parse)
 
     def confirm_run(self, *, run_id: str, queue: str, token: str, lease_ms: int, conn: Conn = None) -> Ownership:
@@ -288,26 +288,26 @@ class Scripts:
         return self._call("ensure_marker", keys, [], conn, flag)
 
     # -- durable waits and fan-out ---------------------------------------------------
-    def deliver_event(self, *, run_id: str, queue: str, step: str, waiting: str, resolved: str, now: int, conn: Conn = None) -> str:
+    def deliver_event(self, *, run_id: str, queue: str, step: str, waiting: str, resolved: str, now_ms: int, conn: Conn = None) -> str:
         """``resumed`` | ``delivered`` | ``done`` | ``pending`` | ``gone`` (see deliver_event.lua)."""
         k = self.keys
         keys = [k.run(run_id, queue), *k.all_runs_status(queue), k.run_steps(run_id, queue), k.queue_scheduled(queue), k.queue_ready(queue)]
-        return self._call("deliver_event", keys, [run_id, step, waiting, resolved, now], conn, text)
+        return self._call("deliver_event", keys, [run_id, step, waiting, resolved, now_ms], conn, text)
 
-    def child_ended(self, *, child_id: str, parent_id: str, parent_queue: str, now: int, conn: Conn = None) -> str:
+    def child_ended(self, *, child_id: str, parent_id: str, parent_queue: str, now_ms: int, conn: Conn = None) -> str:
         """``resumed`` | ``waiting`` | ``noted`` | ``seen`` | ``gone`` (see child_ended.lua)."""
         k = self.keys
         keys = [
             k.run(parent_id, parent_queue), *k.all_runs_status(parent_queue), k.run_children_ended(parent_id, parent_queue),
             k.queue_scheduled(parent_queue), k.queue_ready(parent_queue),
         ]  # fmt: skip
-        return self._call("child_ended", keys, [child_id, parent_id, now], conn, text)
+        return self._call("child_ended", keys, [child_id, parent_id, now_ms], conn, text)
 
-    def list_child(self, *, children_key: str, child_id: str, now: int, conn: Conn = None) -> bool:
+    def list_child(self, *, children_key: str, child_id: str, now_ms: int, conn: Conn = None) -> bool:
         """List ``child_id`` in a parent's children index (``Keys.run_children``),
         if the parent run exists (see list_child.lua)."""
         keys = [self.keys.run_of_children(children_key), children_key]
-        return self._call("list_child", keys, [child_id, now], conn, flag)
+        return self._call("list_child", keys, [child_id, now_ms], conn, flag)
 
     def forget_waiters(self, *, event: str, entries: Sequence[tuple[str, str]], conn: Conn = None) -> int:
         """Drop ``(run id, entry or head)`` pairs of ``event``'s waiter index that still hold that entry (or that wait)."""

@@ -328,7 +328,7 @@ class InlineRunner:
         sleep is fast-forwarded: the clock jumps to its wake time)."""
         self._store_wait(run, request)
         if request.reason == WAIT_SLEEP:
-            self._ahead_ms += max(0, request.wake_at - self.now_ms())
+            self._ahead_ms += max(0, request.wake_at_ms - self.now_ms())
             return True
         run.status, run.parked = "scheduled", request
         return False
@@ -370,14 +370,14 @@ class InlineRunner:
         """Move the runner's clock on: scheduled events due by then reach their
         waiters, and runs whose wait is due (an event wait's timeout) resume."""
         self._ahead_ms += int(seconds * 1000)
-        now = self.now_ms()
-        due = sorted(event for event in self._scheduled_events if event[0] <= now)
-        self._scheduled_events = [event for event in self._scheduled_events if event[0] > now]
+        now_ms = self.now_ms()
+        due = sorted(event for event in self._scheduled_events if event[0] <= now_ms)
+        self._scheduled_events = [event for event in self._scheduled_events if event[0] > now_ms]
         for fire_ms, name, payload_json in due:
             self._deliver(name, payload_json, fire_ms)
         parked = sorted(
-            (run for run in self.runs.values() if run.parked is not None and run.parked.wake_at <= now),
-            key=lambda run: run.parked.wake_at if run.parked else 0,
+            (run for run in self.runs.values() if run.parked is not None and run.parked.wake_at_ms <= now_ms),
+            key=lambda run: run.parked.wake_at_ms if run.parked else 0,
         )
         for run in parked:
             self._resume(run)
