@@ -370,3 +370,22 @@ def test_no_module_uses_another_modules_underscore_names(package):
         for hit in [*underscore_calls(name, tree, set(trees)), *private_attribute_uses(name, tree, defined)]
     ]
     assert found == []
+
+
+# -- the layout page -------------------------------------------------------------------
+
+LAYOUT_PAGE = ROOT / "docs" / "code-layout.md"
+
+
+def test_the_layout_page_names_every_module_and_draws_the_layers_in_order():
+    """docs/code-layout.md lists every module (as `name`, or a package as `name/`)
+    and its drawing stacks the layers as LAYERS orders them, the last on top."""
+    page = LAYOUT_PAGE.read_text()
+    named = {part for token in re.findall(r"`([\w/.]+)`", page) for part in token.split("/")}
+    modules = {module_name(path).rpartition(".")[2] for path in PACKAGE.rglob("*.py") if path.stem != "__init__"}
+    packages = {path.parent.name for path in PACKAGE.rglob("__init__.py")} - {"redflow"}
+    assert sorted((modules | packages) - named) == []
+    drawing = page.split("```text\n")[1].split("```")[0]
+    rows = [first for line in drawing.splitlines() if line.strip() for first in [line.split()[0].rstrip("/")] if first in LAYERS]
+    assert rows == ["ops", "engine", "top", "store", "core"]
+    assert [layer for layer in reversed(LAYERS) if layer in rows] == rows
