@@ -149,6 +149,18 @@ class Keys:
         """
         return f"{self._scoped(queue)}run:{run_id}:done"
 
+    def run_blobs(self, run_id: str, queue: str | None = None) -> str:
+        """hash (the asyncio package's, 0.0.12 and later): blob field ``v1:<sha1>`` ->
+        a large JSON payload of the run, plain or ``@gzip:b64:``; the run's fields
+        hold ``@blob:v1:<sha1>`` references to them (redflow/core/blobs.py)."""
+        return f"{self.run(run_id, queue)}:blobs"
+
+    def run_terminal(self, run_id: str, queue: str | None = None) -> str:
+        """stream (the asyncio package's, 0.1.2 and later): one entry ``{status,
+        finishedAt}`` (MAXLEN ~1) added when the run ends; its clients'
+        ``handle.result()`` block on it (XREAD from ``0-0``)."""
+        return f"{self.run(run_id, queue)}:terminal"
+
     def run_queues(self) -> str:
         """hash (cluster mode only): run id -> queue, to find a run's slot from its id."""
         return self._p + "run-queues"
