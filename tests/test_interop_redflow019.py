@@ -30,10 +30,11 @@ import gevent
 import orjson
 import pytest
 from helpers import ROOT, WorkerProcess, wait_until
+from test_data_model import SCOPED_QUEUES
 
 from redflow import create_client
 from redflow.core import blobs
-from redflow.core.keys import Keys
+from redflow.core.keys import Keys, scope_queue
 from redflow.core.models import Step
 from tests.apps import interop_app
 
@@ -141,6 +142,12 @@ def test_step_records_its_encoders_write_are_read_as_steps(redis_url, prefix):
     }
     assert steps["succeeded"].output == {"a": 1} and steps["failed"].error == {"name": "Error", "message": "boom", "kind": "error"}
     assert steps["sleeping"].wait is not None and steps["sleeping"].wait.wake_at == 1_700_000_060_000
+
+
+def test_queue_names_are_scoped_by_app_as_its_client_and_worker_scope_them(redis_url, prefix):
+    pairs = [list(app_queue) for app_queue, _ in SCOPED_QUEUES]
+    (line,) = AsyncioRedflow(redis_url, prefix).call("scopes", json.dumps(pairs))
+    assert line["queues"] == [scope_queue(app, queue) for app, queue in pairs]
 
 
 # -- its client -> our worker -> its handle ----------------------------------

@@ -391,6 +391,22 @@ class Keys:
         return self._p + "events:scheduled"
 
 
+#: The app name the asyncio package reads for workflow metadata without one; it scopes nothing.
+UNSCOPED_APP: Final = "unknown"
+
+
+def scope_queue(app: str | None, queue: str | None) -> str:
+    """The queue name a run of ``queue`` has in app ``app``, as the asyncio
+    ``redflow`` package (0.0.8 and later) names it: ``<app>:<queue>``; the
+    queue alone without an app (or with ``unknown``); unchanged when it already
+    starts with ``<app>:``. Blank names are stripped, and a blank queue is ``default``."""
+    queue = (queue or "").strip() or "default"
+    app = (app or "").strip()
+    if not app or app == UNSCOPED_APP or queue.startswith(f"{app}:"):
+        return queue
+    return f"{app}:{queue}"
+
+
 def new_id(kind: str) -> str:
     """``<kind>_<canonical uuid4>``, the form of run ids and lease tokens.
 

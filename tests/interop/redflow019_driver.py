@@ -11,6 +11,7 @@ one sub-command per call, each printing JSON lines on stdout.
     blob-store RUN_ID JSON             its large-payload writer: the stored value ({"stored"})
     blob-resolve RUN_ID STORED         its reader: the JSON text ({"json"})
     step-records                       the step records its encoders write ({"records"})
+    scopes PAIRS                       its queue names of JSON [[app, queue], ...] ({"queues"})
 
 Common options: --url, --prefix, --app (a 0.1.x worker needs an app name;
 "unknown" is the one that leaves queue names unscoped).
@@ -29,6 +30,7 @@ from redis.asyncio import Redis
 
 from redflow import NonRetriableError, StartWorkerOptions, WorkflowRegistry, create_client, define_workflow, start_worker
 from redflow._storage import payloads, steps
+from redflow._storage.redis_values import scope_queue_name
 
 REGISTRY = WorkflowRegistry()
 _side: dict[str, Redis] = {}
@@ -108,6 +110,8 @@ async def main(args: argparse.Namespace) -> None:
         emit(json=await payloads.resolve_json_string_for_run(redis=redis, prefix=prefix, run_id=args.run_id, stored_value=args.stored))
     elif args.command == "step-records":
         emit(records=step_records())
+    elif args.command == "scopes":
+        emit(queues=[scope_queue_name(app, queue) for app, queue in json.loads(args.pairs)])
     await client.close()
 
 
@@ -148,6 +152,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     resolve.add_argument("run_id")
     resolve.add_argument("stored")
     sub.add_parser("step-records")
+    sub.add_parser("scopes").add_argument("pairs")
     return parser.parse_args(argv)
 
 
