@@ -5,23 +5,12 @@ with the same names, so that a run moves between the two workers.
 Step executions are counted in Redis (``REDIS_URL``), by both sides alike.
 """
 
-import os
-from typing import Any
-
 import gevent
 
 from redflow import Registry, define_workflow
-from redflow.store.connection import create_redis
+from tests.apps.cli_app import side
 
 registry = Registry()
-_side: Any = None
-
-
-def side() -> Any:
-    global _side
-    if _side is None:
-        _side = create_redis(os.environ["REDIS_URL"], max_connections=10)
-    return _side
 
 
 @define_workflow("interop-echo", registry=registry)
