@@ -1,0 +1,47 @@
+"""redflow.contrib.django's tests run in a virtualenv of their own.
+
+Django 6 needs Python >= 3.12, and this suite's Python may be older, so the
+Django project's tests (tests/django_project/) run in .venv-django, which
+scripts/setup-env --test makes (Python 3.12+, Django 6, redflow editable).
+They are never skipped: without that virtualenv this test fails saying how
+to make it; when some of them fail it names them and shows their output.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import xml.etree.ElementTree as ET
+
+import pytest
+from helpers import ROOT
+
+PROJECT = ROOT / "tests" / "django_project"
+PYTHON = ROOT / ".venv-django" / "bin" / "python"
+TIMEOUT_S = 900
+
+
+def failed_tests(junit_xml: str) -> list[str]:
+    """``file::test`` of every failure and error in a JUnit XML report."""
+    root = ET.fromstring(junit_xml)
+    return [
+        f"{case.get('classname')}::{case.get('name')}"
+        for case in root.iter("testcase")
+        if case.find("failure") is not None or case.find("error") is not None
+    ]
+
+
+def test_the_django_project_tests_pass_on_python_3_12_or_later_with_django_6(tmp_path):
+    if not PYTHON.exists():
+        pytest.fail(
+            f"{PYTHON} is missing: scripts/setup-env --test makes it from a Python >= 3.12 "
+            "(python3.13, python3.12 or pyenv's; set REDFLOW_DJANGO_PYTHON to choose one) and says why when it cannot",
+            pytrace=False,
+        )
+    report = tmp_path / "junit.xml"
+    cmd = [str(PYTHON), "-m", "pytest", "-c", str(PROJECT / "pytest.ini"), "-q", f"--junitxml={report}", str(PROJECT)]
+    done = subprocess.run(cmd, cwd=PROJECT, capture_output=True, text=True, timeout=TIMEOUT_S)
+    if done.returncode != 0:
+        failed = failed_tests(report.read_text()) if report.exists() else []
+        names = "\n".join(f"  {name}" for name in failed) or "  (no report: pytest did not get to run them)"
+        pytest.fail(f"the Django tests failed ({' '.join(cmd)}):\n{names}\n\n{done.stdout[-30000:]}\n{done.stderr[-5000:]}", pytrace=False)
+    assert " passed" in done.stdout, done.stdout
