@@ -90,7 +90,9 @@ def test_nothing_in_redflow_imports_contrib():
         importer = module_name(path)
         if layer_of(importer) == "contrib":
             continue
-        importers += [f"{importer}:{line}" for line, imported in runtime_imports(ast.parse(path.read_text())) if layer_of(imported) == "contrib"]
+        importers += [
+            f"{importer}:{line}" for line, imported in runtime_imports(ast.parse(path.read_text())) if layer_of(imported) == "contrib"
+        ]
     assert importers == []
 
 

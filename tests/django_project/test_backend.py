@@ -29,12 +29,24 @@ def test_an_enqueued_task_is_a_ready_result_whose_run_holds_the_call(redflow_cli
     assert result.enqueued_at.tzinfo is not None and result.worker_ids == [] and result.errors == []
     run = redflow_client.get_run(result.id)
     assert (run.workflow, run.queue, run.status, run.tags) == (WORKFLOW_NAME, "default", "queued", {"task": "shop.tasks.add"})
-    assert run.input == {"task": "shop.tasks.add", "args": [2], "kwargs": {"b": 3}, "priority": 0, "queue_name": "default", "run_after": None}
+    assert run.input == {
+        "task": "shop.tasks.add",
+        "args": [2],
+        "kwargs": {"b": 3},
+        "priority": 0,
+        "queue_name": "default",
+        "run_after": None,
+    }
     again = add.get_result(result.id)
-    assert (again.id, again.status, again.args, again.kwargs, again.task.func) == (result.id, TaskResultStatus.READY, [2], {"b": 3}, add.func)
+    assert (again.id, again.status, again.args, again.kwargs, again.task.func) == (
+        result.id,
+        TaskResultStatus.READY,
+        [2],
+        {"b": 3},
+        add.func,
+    )
     assert again.enqueued_at == datetime.fromtimestamp(run.created_at, tz=UTC)
-    with pytest.raises(ValueError, match="not finished"):
-        again.return_value
+    pytest.raises(ValueError, getattr, again, "return_value").match("not finished")
 
 
 def test_tuples_and_utf8_bytes_become_lists_and_strings_as_django_normalizes_them(redflow_client):
