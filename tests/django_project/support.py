@@ -20,17 +20,18 @@ class Workers:
         self.log_dir = log_dir
         self.procs = []
 
-    def start(self, *args, env=None):
+    def start(self, *args, env=None, script="manage.py", cwd=HERE):
+        """Start ``python manage.py redflow_worker ARGS``; stopped at the end of the test."""
         log = open(self.log_dir / f"worker-{len(self.procs)}.log", "w+")  # noqa: SIM115 - closed in stop_all
-        cmd = [sys.executable, "manage.py", "redflow_worker", *args]
-        proc = subprocess.Popen(cmd, cwd=HERE, env={**self.env, **(env or {})}, stdout=log, stderr=subprocess.STDOUT)
+        cmd = [sys.executable, script, "redflow_worker", *args]
+        proc = subprocess.Popen(cmd, cwd=cwd, env={**self.env, **(env or {})}, stdout=log, stderr=subprocess.STDOUT)
         self.procs.append((proc, log))
         return proc
 
-    def run(self, *args, manage=False, timeout=WAIT_S):
+    def run(self, *args, manage=False, env=None, timeout=WAIT_S):
         """Run ``manage.py redflow_worker ARGS`` (``manage.py ARGS`` with ``manage``) to its end: (exit status, output)."""
         command = [*args] if manage else ["redflow_worker", *args]
-        done = subprocess.run([sys.executable, "manage.py", *command], cwd=HERE, env=self.env,
+        done = subprocess.run([sys.executable, "manage.py", *command], cwd=HERE, env={**self.env, **(env or {})},
                               capture_output=True, text=True, timeout=timeout)  # fmt: skip
         return done.returncode, done.stdout + done.stderr
 

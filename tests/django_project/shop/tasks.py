@@ -3,7 +3,7 @@
 import os
 
 import gevent
-from django.db import transaction
+from django.db import connection
 from gevent import monkey
 
 from shop.models import Thing
@@ -35,13 +35,29 @@ def charge(amount):
 
 @task
 def record(name):
-    """A row made inside a transaction that spans a greenlet switch: each greenlet
-    must have a connection of its own, or the transactions of two tasks interleave."""
-    with transaction.atomic():
-        thing = Thing.objects.create(name=name, made_by=f"pid {os.getpid()}")
-        gevent.sleep(0.01)
-        assert Thing.objects.filter(pk=thing.pk).exists()
-    return thing.pk
+    return Thing.objects.create(name=name, made_by=f"pid {os.getpid()}").pk
+
+
+#: The database connections of the tasks in flight in this process (their ids).
+_connections_in_use = set()
+
+
+@task
+def hold_connection(name):
+    """Query, yield to the other greenlets, query again: fails if a task in
+    flight at the same time in this process uses the same database connection
+    (as all do when gevent patched threading after Django made its connections)."""
+    count = Thing.objects.filter(name=name).count()
+    mine = id(connection.connection)
+    if mine in _connections_in_use:
+        raise AssertionError(f"database connection {mine:#x} is in use by another task in flight")
+    _connections_in_use.add(mine)
+    try:
+        gevent.sleep(0.02)
+        assert id(connection.connection) == mine, "another task replaced this task's connection"
+        return count + Thing.objects.filter(name=name).count()
+    finally:
+        _connections_in_use.discard(mine)
 
 
 @task
