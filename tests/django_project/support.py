@@ -6,7 +6,20 @@ import sys
 import time
 from pathlib import Path
 
+import django
 import pytest
+
+try:  # Django 6: the tasks framework is Django's
+    from django.tasks import TaskResultStatus, default_task_backend, task, task_backends
+    from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
+except ImportError:  # Django 5.2: the django-tasks backport
+    from django_tasks import TaskResultStatus, default_task_backend, task, task_backends
+    from django_tasks.exceptions import InvalidTaskError as InvalidTask
+    from django_tasks.exceptions import TaskResultDoesNotExist
+
+__all__ = ["InvalidTask", "TaskResultDoesNotExist", "TaskResultStatus", "default_task_backend", "task", "task_backends"]
+#: Which framework the tests run on: "django.tasks" (Django 6) or the backport.
+FRAMEWORK = "django.tasks" if django.VERSION >= (6,) else "django_tasks"
 
 HERE = Path(__file__).parent
 WAIT_S = 60.0  # how long a test waits for a worker to finish a task: generous, never a measure

@@ -7,10 +7,9 @@ from functools import partial
 
 import pytest
 from django.db import transaction
-from django.tasks import TaskResultStatus
 from shop.models import Thing
 from shop.tasks import count
-from support import wait_finished
+from support import TaskResultStatus, wait_finished
 
 
 class Rollback(Exception):

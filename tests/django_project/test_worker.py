@@ -6,10 +6,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.core.management import CommandError, call_command
-from django.tasks import TaskResultStatus
 from shop.models import Thing
 from shop.tasks import PaymentError, add, bad_return, charge, hold_connection, introspect, record, send_email
-from support import HERE, wait_finished
+from support import HERE, TaskResultStatus, wait_finished
 
 CLOCKS_S = 0.05  # Redis's clock and this process's, on one machine: they may differ by a few ms
 
