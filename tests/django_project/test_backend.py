@@ -1,6 +1,7 @@
 """The backend in the web process: what an enqueue stores, what get_result
 reads back before any worker ran, and the input it refuses."""
 
+import asyncio
 import math
 from datetime import UTC, datetime, timedelta
 
@@ -11,7 +12,7 @@ from django.test import override_settings
 from shop.tasks import add, coroutine, send_email
 from support import FRAMEWORK, InvalidTask, TaskResultDoesNotExist, TaskResultStatus, default_task_backend, task, task_backends
 
-from redflow import Registry, define_workflow
+from redflow import CanceledError, Registry, Retention, define_workflow
 from redflow.contrib.django import WORKFLOW_NAME, RedflowTaskBackend, redflow_priority
 from redflow.contrib.django.payload import unix_time
 
@@ -140,3 +141,29 @@ def test_a_backend_with_bad_options_raises_improperly_configured_naming_the_chec
     tasks = {"default": {**settings.TASKS["default"], "OPTIONS": {"PREFIX": "x"}}}
     with override_settings(TASKS=tasks), pytest.raises(ImproperlyConfigured, match=r"has no REDIS_URL \(redflow.E001"):
         add.enqueue(1, 2)
+
+
+def test_a_canceled_run_reads_back_as_failed_with_redflows_canceled_error(redflow_client):
+    result = add.using(run_after=datetime.now(UTC) + timedelta(hours=1)).enqueue(1, 2)
+    assert redflow_client.cancel(result.id, reason="not needed")
+    result.refresh()
+    assert result.status == TaskResultStatus.FAILED
+    assert result.errors[0].exception_class is CanceledError
+
+
+def test_max_attempts_and_retention_are_the_workflows_and_a_task_runs_once_by_default(redflow_client):
+    options = {"REDIS_URL": settings.TASKS["default"]["OPTIONS"]["REDIS_URL"], "PREFIX": redflow_client.prefix, "RETENTION": 60}
+    with override_settings(TASKS={"default": {**settings.TASKS["default"], "OPTIONS": options}}):
+        workflow = task_backends["default"].workflow
+        assert (workflow.max_attempts, workflow.retention) == (1, Retention(succeeded=60, failed=60, canceled=60))
+        assert redflow_client.get_run(add.enqueue(1, 2).id).max_attempts == 1
+
+
+def test_the_async_api_enqueues_and_reads_back(redflow_client):
+    async def enqueue_and_read():
+        result = await add.aenqueue(4, 5)
+        return result, await add.aget_result(result.id)
+
+    result, again = asyncio.run(enqueue_and_read())
+    assert (again.id, again.status, again.args) == (result.id, TaskResultStatus.READY, [4, 5])
+    assert redflow_client.get_run(result.id).tags == {"task": "shop.tasks.add"}

@@ -89,19 +89,24 @@ def django_time(unix_s: float | None) -> datetime | None:
 def task_error(error: dict[str, Any]) -> TaskError:
     """A run's error JSON (``{name, message, stack?}``) as Django's ``TaskError``."""
     name = str(error.get("name") or "Exception")
-    stack = error.get("stack") or f"{name}: {error.get('message', '')}"
-    return TaskError(exception_class_path=exception_class_path(name, str(stack)), traceback=str(stack))
+    stack = error.get("stack")
+    if stack:
+        return TaskError(exception_class_path=exception_class_path(name, str(stack)), traceback=str(stack))
+    # No traceback: an error redflow recorded itself (a cancel, a deadline), named as in redflow.core.errors.
+    path = f"{redflow_errors.__name__}.{name}" if isinstance(getattr(redflow_errors, name, None), type) else builtin_path(name)
+    return TaskError(exception_class_path=path, traceback=f"{name}: {error.get('message', '')}")
 
 
 def exception_class_path(name: str, stack: str) -> str:
     """The dotted path of the exception class named ``name``, read from the last
-    line of the traceback that starts with it (Python writes ``module.Class:`` there
-    except for builtins); for an error without a traceback, redflow's error of that
-    name, else the builtin, else ``builtins.Exception``."""
+    line of the traceback that starts with it (Python writes ``module.Class:``
+    there, and no module for builtins)."""
     header = re.compile(rf"^((?:\w+\.)*){re.escape(name)}(?::|$)", re.MULTILINE)
     modules = header.findall(stack)
-    if modules and modules[-1]:
-        return f"{modules[-1]}{name}"
-    if not modules and isinstance(getattr(redflow_errors, name, None), type):
-        return f"{redflow_errors.__name__}.{name}"
+    return f"{modules[-1]}{name}" if modules and modules[-1] else builtin_path(name)
+
+
+def builtin_path(name: str) -> str:
+    """``builtins.<name>`` if there is such an exception, else ``builtins.Exception``
+    (a class of ``__main__``'s, which no other process can import)."""
     return f"builtins.{name}" if isinstance(getattr(builtins, name, None), type) else "builtins.Exception"
