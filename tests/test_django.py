@@ -12,6 +12,7 @@ their output.
 from __future__ import annotations
 
 import subprocess
+import sys
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -52,3 +53,11 @@ def test_the_django_project_tests_pass(django, tmp_path):
             pytrace=False,
         )
     assert " passed" in done.stdout, done.stdout
+
+
+def test_importing_the_django_package_imports_neither_django_nor_redis():
+    """Django imports the package (INSTALLED_APPS) before it is set up, and the
+    worker's runner imports it before gevent patches: it must stay light."""
+    code = "import sys, redflow.contrib.django; print(sorted(m for m in sys.modules if m.split('.')[0] in ('django', 'redis', 'gevent')))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout.strip()) == (0, "[]"), done.stderr

@@ -13,8 +13,8 @@ from shop.tasks import add, coroutine, send_email
 from support import FRAMEWORK, InvalidTask, TaskResultDoesNotExist, TaskResultStatus, default_task_backend, task, task_backends
 
 from redflow import CanceledError, Registry, Retention, define_workflow
-from redflow.contrib.django import WORKFLOW_NAME, RedflowTaskBackend, redflow_priority
-from redflow.contrib.django.payload import unix_time
+from redflow.contrib.django import RedflowTaskBackend
+from redflow.contrib.django.payload import WORKFLOW_NAME, redflow_priority, unix_time
 
 
 def test_the_project_runs_the_tasks_framework_of_its_django_on_redflow():
