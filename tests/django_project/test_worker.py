@@ -1,14 +1,16 @@
 """End to end: tasks enqueued here, run by ``manage.py redflow_worker``
 subprocesses on the test's private Redis, read back with ``get_result``."""
 
-import os
+import subprocess
+import sys
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.core.management import CommandError, call_command
 from shop.models import Thing
 from shop.tasks import PaymentError, add, bad_return, charge, hold_connection, introspect, record, send_email
-from support import HERE, TaskResultStatus, wait_finished
+from support import HERE, WAIT_S, TaskResultStatus, task_backends, wait_finished
 
 CLOCKS_S = 0.05  # Redis's clock and this process's, on one machine: they may differ by a few ms
 
@@ -28,7 +30,10 @@ def test_tasks_run_on_the_worker_and_their_results_read_back(workers):
     assert results[0].return_value == 5
     assert results[1].return_value == {"to": "ada@example.com", "subject": "hello"}
     # takes_context: the task saw its own result, running, in a worker gevent had patched
-    assert results[2].return_value == {"label": "x", "id": results[2].id, "attempt": 1, "status": "RUNNING", "patched": True}
+    # (the marker of the process run again patched is not passed on)
+    assert results[2].return_value == {
+        "label": "x", "id": results[2].id, "attempt": 1, "status": "RUNNING", "patched": True, "run_again_marker": None
+    }  # fmt: skip
     assert workers.stop(worker) == 0, workers.logs()  # SIGTERM: a graceful stop
 
 
@@ -97,6 +102,31 @@ def test_a_task_with_run_after_waits_for_its_time(workers, redflow_client):
     assert result.started_at >= run_after - timedelta(seconds=CLOCKS_S)
 
 
+@pytest.mark.parametrize(
+    ("call", "said"),
+    [
+        ({"task": "shop.tasks.gone", "args": [], "kwargs": {}}, "task shop.tasks.gone cannot be imported"),
+        ({"task": "shop.tasks.PaymentError", "args": [], "kwargs": {}}, "shop.tasks.PaymentError is not a task"),
+        ({"task": "shop.tasks.add", "args": {"a": 1}, "kwargs": {}}, "task shop.tasks.add: args must be a list and kwargs a dict"),
+    ],
+)
+def test_a_run_naming_no_task_it_can_run_fails_at_once_saying_why(workers, redflow_client, call, said):
+    """Runs written by hand or by an older deploy: the worker fails them without retrying."""
+    run_id = redflow_client.run(task_backends["default"].workflow, call).id
+    workers.start()
+    run = wait_run_finished(redflow_client, run_id, workers)
+    assert (run.status, run.attempt, run.error["name"]) == ("failed", 1, "NonRetryableError")
+    assert said in run.error["message"]
+
+
+def wait_run_finished(client, run_id, workers):
+    deadline = time.monotonic() + WAIT_S
+    while not (run := client.get_run(run_id)).is_terminal:
+        assert time.monotonic() < deadline, workers.logs()
+        time.sleep(0.05)
+    return run
+
+
 def test_the_worker_runs_with_several_processes(workers):
     results = [add.enqueue(n, n) for n in range(20)]
     worker = workers.start("--processes", "2", "-c", "4")
@@ -123,7 +153,12 @@ def test_a_bad_worker_option_is_refused_as_redflow_gevent_worker_refuses_it(work
 
 def test_an_unknown_backend_is_refused(workers):
     status, output = workers.run("--backend", "nope")
-    assert status == 1 and "CommandError: TASKS has no backend 'nope' (it has default)" in output
+    assert status == 1 and "CommandError: TASKS has no backend 'nope' (it has default, immediate)" in output
+
+
+def test_a_backend_that_is_not_redflows_is_refused(workers):
+    status, output = workers.run("--backend", "immediate")
+    assert status == 1 and 'TASKS["immediate"] is' in output and "not redflow.contrib.django.RedflowTaskBackend" in output
 
 
 def test_a_backend_that_allows_any_queue_needs_the_queues_named(workers):
@@ -136,9 +171,14 @@ def test_called_in_a_process_gevent_has_not_patched_the_command_refuses():
         call_command("redflow_worker")
 
 
-def test_the_process_run_again_is_patched_and_says_so_only_once(workers):
-    """The command runs itself again under the patch; a process that is still
-    unpatched after that stops with an error instead of looping."""
+def test_a_process_run_again_that_is_still_unpatched_stops_instead_of_running_itself_again(workers):
     status, output = workers.run(env={"REDFLOW_DJANGO_REEXEC": "1"})
-    assert status == 1 and "gevent has not patched the standard library" in output
-    assert "REDFLOW_DJANGO_REEXEC" not in os.environ
+    assert status == 1 and "CommandError: gevent has not patched the standard library" in output
+
+
+def test_a_command_line_that_is_no_script_to_run_again_is_refused_saying_how_to_patch(worker_env):
+    code = "from django.core.management import execute_from_command_line; execute_from_command_line(['not-a-file', 'redflow_worker'])"
+    done = subprocess.run([sys.executable, "-c", code], cwd=HERE, env={**worker_env, "DJANGO_SETTINGS_MODULE": "project.settings"},
+                          capture_output=True, text=True, timeout=WAIT_S)  # fmt: skip
+    assert done.returncode == 1
+    assert "CommandError: gevent must patch before Django loads, and 'not-a-file' is not a script to run again patched" in done.stderr

@@ -53,6 +53,6 @@ def redflow_backend(alias: str) -> RedflowTaskBackend:
     backend = task_backends[alias]
     if not isinstance(backend, RedflowTaskBackend):
         raise ImproperlyConfigured(
-            f'TASKS["{alias}"] is {type(backend).__module__}.{type(backend).__name__}, not redflow\'s RedflowTaskBackend'
+            f'TASKS["{alias}"] is {type(backend).__module__}.{type(backend).__name__}, not redflow.contrib.django.RedflowTaskBackend'
         )
     return backend

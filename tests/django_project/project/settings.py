@@ -11,6 +11,8 @@ the tests of other settings.
 import json
 import os
 
+import django
+
 SECRET_KEY = "redflow-django-tests"
 DEBUG = False
 USE_TZ = True
@@ -31,4 +33,6 @@ TASKS = {
         "OPTIONS": json.loads(os.environ["REDFLOW_TEST_OPTIONS"]) if "REDFLOW_TEST_OPTIONS" in os.environ else _OPTIONS,
     },
 }
+# Another backend, not redflow's: `redflow_worker --backend immediate` is refused.
+TASKS["immediate"] = {"BACKEND": f"{'django.tasks' if django.VERSION >= (6,) else 'django_tasks'}.backends.immediate.ImmediateBackend"}
 LOGGING = {"version": 1, "disable_existing_loggers": False}

@@ -73,6 +73,7 @@ def introspect(context, label):
         "attempt": context.attempt,
         "status": str(context.task_result.status),
         "patched": monkey.is_module_patched("socket") and monkey.is_module_patched("threading"),
+        "run_again_marker": os.environ.get("REDFLOW_DJANGO_REEXEC"),
     }
 
 

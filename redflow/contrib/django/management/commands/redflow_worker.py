@@ -64,10 +64,10 @@ class Command(BaseCommand):
     def run_from_argv(self, argv: list[str]) -> None:
         """Django's run_from_argv, except that the options Django does not know are kept for the worker."""
         run_again = os.environ.pop(REEXEC_ENV, None) is None  # not if this process is the one run again
-        if run_again and not patched():
-            run_again_patched(argv)
         traceback = "--traceback" in argv
         try:
+            if run_again and not patched():
+                run_again_patched(argv)
             options, worker_argv = self.create_parser(argv[0], argv[1]).parse_known_args(argv[2:])
             handle_default_options(options)
             self.execute(worker_argv=worker_argv, **vars(options))
