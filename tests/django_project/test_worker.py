@@ -10,7 +10,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from shop.models import Thing
 from shop.tasks import PaymentError, add, bad_return, charge, hold_connection, introspect, record, send_email
-from support import HERE, WAIT_S, TaskResultStatus, task_backends, wait_finished
+from support import HERE, WAIT_S, TaskResultStatus, Workers, task_backends, wait_finished
 
 CLOCKS_S = 0.05  # Redis's clock and this process's, on one machine: they may differ by a few ms
 
@@ -69,6 +69,40 @@ def test_tasks_in_flight_on_many_greenlets_never_share_a_database_connection(wor
         assert result.return_value == 2
 
 
+def test_the_same_tasks_fail_on_a_worker_that_gevent_patched_after_django_loaded(worker_env, tmp_path):
+    """The control of the test above: why the command patches before Django loads.
+    Patched late, the worker either dies in the patch (gevent meets Django's lazy
+    objects: Python 3.11) or runs, and Django refuses the connection its greenlets share."""
+    Thing.objects.create(name="held late")
+    results = [hold_connection.enqueue("held late") for _ in range(20)]
+    late = (
+        "import django; django.setup(); from django.db import connection; connection.ensure_connection(); "
+        "from gevent import monkey; monkey.patch_all(); "
+        "from redflow.contrib.django.runner import run_worker; run_worker('default', ['-c', '20'])"
+    )
+    env = {**worker_env, "DJANGO_SETTINGS_MODULE": "project.settings"}
+    workers = Workers(env, tmp_path)
+    with open(tmp_path / "late.log", "w+") as log:
+        proc = subprocess.Popen([sys.executable, "-c", late], cwd=HERE, env=env, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + WAIT_S
+        try:
+            while proc.poll() is None and not all(result.is_finished for result in results):
+                assert time.monotonic() < deadline, "the late-patched worker neither died nor finished the tasks"
+                time.sleep(0.1)
+                for result in results:
+                    result.refresh()
+        finally:
+            workers.stop(proc)
+        log.seek(0)
+        output = log.read()
+    assert TaskResultStatus.SUCCESSFUL not in {result.status for result in results}
+    if proc.returncode not in (0, -15):  # died in the patch
+        assert "monkey" in output, output
+    else:
+        assert {result.status for result in results} == {TaskResultStatus.FAILED}, output
+        assert "can only be used in that same thread" in results[0].errors[0].traceback
+
+
 def test_waiting_tasks_start_in_priority_order(workers):
     priorities = [-50, 0, 100, 20, 60, 19]
     results = [record.using(priority=p).enqueue(f"priority {p}") for p in priorities]
@@ -93,10 +127,10 @@ def test_a_worker_serves_the_queues_it_is_given(workers, redflow_client):
 
 
 def test_a_task_with_run_after_waits_for_its_time(workers, redflow_client):
-    workers.start()
-    run_after = datetime.now(UTC) + timedelta(seconds=2)
+    run_after = datetime.now(UTC) + timedelta(seconds=3)
     result = add.using(run_after=run_after).enqueue(20, 22)
     assert redflow_client.get_run(result.id).status == "scheduled"
+    workers.start()
     wait_finished(result, workers)
     assert result.return_value == 42
     assert result.started_at >= run_after - timedelta(seconds=CLOCKS_S)
