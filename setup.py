@@ -43,6 +43,8 @@ setup(
         "metrics": ["prometheus_client>=0.17"],
         # tracing (redflow.ops.observe.otel); the SDK to export spans, the API alone to emit them
         "otel": ["opentelemetry-api>=1.20", "opentelemetry-sdk>=1.20"],
+        # the docs site (mkdocs.yml; scripts/docs, tests/test_docs.py)
+        "docs": ["mkdocs>=1.6", "mkdocs-material>=9.5", "mkdocstrings[python]>=0.27"],
         # bench/peers.py: the same no-op jobs through Dramatiq and Huey, side by side
         "peers": ["dramatiq[redis,gevent]>=1.15", "huey>=2.5"],
         # redflow.contrib.django: Django 6's tasks framework; on Python 3.11 (where
