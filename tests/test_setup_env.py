@@ -1,6 +1,6 @@
 """scripts/setup-env installs what its caller needs and nothing more: the demo
 gets redis-server (and the package), the docs the [docs] extras, the tests
-also faketime and Chromium (and the [test] and [docs] extras).
+also faketime, Chromium, curl and jq (and the [test] and [docs] extras).
 
 The script runs from a copy whose PATH holds only a few real tools and a stub
 apt-get that records what it was asked to install (and a .venv already up
@@ -58,9 +58,10 @@ def test_the_demo_set_up_installs_redis_server_and_no_browser(bare_machine):
     assert bare_machine() == ["apt-get update -qq", "apt-get install -y -qq redis-server"]
 
 
-def test_the_test_set_up_also_installs_faketime_and_chromium(bare_machine):
+def test_the_test_set_up_also_installs_faketime_chromium_curl_and_jq(bare_machine):
     installs = [line for line in bare_machine("--test") if "install" in line]
-    assert installs == [f"apt-get install -y -qq {package}" for package in ("redis-server", "faketime", "chromium", "chromium-driver")]
+    packages = ("redis-server", "faketime", "chromium", "chromium-driver", "curl", "jq")
+    assert installs == [f"apt-get install -y -qq {package}" for package in packages]
 
 
 def test_scripts_demo_runs_the_set_up_without_test_extras():
