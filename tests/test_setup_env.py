@@ -74,7 +74,8 @@ def test_the_test_set_up_makes_the_asyncio_redflow_virtualenv_once(bare_machine,
     logging_python = '#!/bin/sh\\necho "venv:%s $*" >> "$APT_LOG"\\n'
     (tmp_path / "bin" / "python3").write_text(
         f'#!{shutil.which("bash")}\necho "python3 $*" >> "$APT_LOG"\n'
-        f'if [ "$2" = venv ]; then {mkdir} -p "$3/bin"; printf \'{logging_python}\' "$3" > "$3/bin/python"; {chmod} +x "$3/bin/python"; fi\n'
+        f'if [ "$2" = venv ]; then {mkdir} -p "$3/bin"; '
+        f'printf \'{logging_python}\' "$3" > "$3/bin/python"; {chmod} +x "$3/bin/python"; fi\n'
     )
     (tmp_path / "bin" / "python3").chmod(0o755)
     first = [line for line in bare_machine("--test") if ".venv-redflow019" in line]
