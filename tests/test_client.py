@@ -20,7 +20,7 @@ from redflow import (
 )
 from redflow.core import clock, codec
 from redflow.core.errors import RedflowError
-from redflow.core.keys import event_run_idempotency_key
+from redflow.core.idempotency import event_run_idempotency_key
 from redflow.core.models import Unreadable, step_succeeded_json
 from redflow.store.requests import SettleRequest, StartRequest
 

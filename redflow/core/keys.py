@@ -149,6 +149,18 @@ class Keys:
         """
         return f"{self._scoped(queue)}run:{run_id}:done"
 
+    def run_blobs(self, run_id: str, queue: str | None = None) -> str:
+        """hash (the asyncio package's, 0.0.12 and later): blob field ``v1:<sha1>`` ->
+        a large JSON payload of the run, plain or ``@gzip:b64:``; the run's fields
+        hold ``@blob:v1:<sha1>`` references to them (redflow/core/blobs.py)."""
+        return f"{self.run(run_id, queue)}:blobs"
+
+    def run_terminal(self, run_id: str, queue: str | None = None) -> str:
+        """stream (the asyncio package's, 0.1.2 and later): one entry ``{status,
+        finishedAt}`` (MAXLEN ~1) added when the run ends; its clients'
+        ``handle.result()`` block on it (XREAD from ``0-0``)."""
+        return f"{self.run(run_id, queue)}:terminal"
+
     def run_queues(self) -> str:
         """hash (cluster mode only): run id -> queue, to find a run's slot from its id."""
         return self._p + "run-queues"
@@ -379,6 +391,22 @@ class Keys:
         return self._p + "events:scheduled"
 
 
+#: The app name the asyncio package reads for workflow metadata without one; it scopes nothing.
+UNSCOPED_APP: Final = "unknown"
+
+
+def scope_queue(app: str | None, queue: str | None) -> str:
+    """The queue name a run of ``queue`` has in app ``app``, as the asyncio
+    ``redflow`` package (0.0.8 and later) names it: ``<app>:<queue>``; the
+    queue alone without an app (or with ``unknown``); unchanged when it already
+    starts with ``<app>:``. Blank names are stripped, and a blank queue is ``default``."""
+    queue = (queue or "").strip() or "default"
+    app = (app or "").strip()
+    if not app or app == UNSCOPED_APP or queue.startswith(f"{app}:"):
+        return queue
+    return f"{app}:{queue}"
+
+
 def new_id(kind: str) -> str:
     """``<kind>_<canonical uuid4>``, the form of run ids and lease tokens.
 
@@ -389,40 +417,3 @@ def new_id(kind: str) -> str:
 
 
 _VARIANT = "89ab"
-
-
-def step_workflow_idempotency_key(parent_run_id: str, step_name: str, child_workflow: str) -> str:
-    """Default idempotency key of ``step.run_workflow`` (same as the seed)."""
-    return f"stepwf:{enc(parent_run_id)}:{enc(step_name)}:{enc(child_workflow)}"
-
-
-def step_workflows_idempotency_key(parent_run_id: str, step_name: str, child_workflow: str, index: int) -> str:
-    """Idempotency key of child ``index`` of ``step.run_workflows``: the key of
-    ``run_workflow`` with the input's index, so a retried parent starts none twice."""
-    return f"{step_workflow_idempotency_key(parent_run_id, step_name, child_workflow)}:{index}"
-
-
-def step_event_idempotency_key(parent_run_id: str, step_name: str, event: str) -> str:
-    """Default idempotency key of ``step.emit_event`` / ``step.schedule_event``."""
-    return f"stepev:{enc(parent_run_id)}:{enc(step_name)}:{enc(event)}"
-
-
-def event_run_idempotency_key(event: str, key: str) -> str:
-    """Idempotency key of the run an event starts for one subscriber.
-
-    The idempotency key itself is already scoped by workflow; scoping by
-    event name too keeps ``emit_event(..., idempotency_key="k")`` apart from
-    ``client.run(..., idempotency_key="k")`` of the same workflow.
-    """
-    return f"event:{enc(event)}:{enc(key)}"
-
-
-def cron_fire_idempotency_key(cron_id: str, fire_ms: int) -> str:
-    """Idempotency key of the run one cron fire starts: one run per fire time,
-    even when leadership changes hands mid-fire."""
-    return f"cron:{enc(cron_id)}:{fire_ms}"
-
-
-def cron_trigger_idempotency_key(cron_id: str, trigger_id: str) -> str:
-    """Idempotency key of the run ``cron trigger`` starts by hand: one run per trigger call id."""
-    return f"cron-trigger:{enc(cron_id)}:{enc(trigger_id)}"

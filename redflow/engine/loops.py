@@ -18,7 +18,7 @@ from redis.exceptions import NoScriptError, RedisError
 
 from redflow.core import cron
 from redflow.core.errors import CorruptDataError, RedflowError
-from redflow.core.keys import cron_fire_idempotency_key
+from redflow.core.idempotency import cron_fire_idempotency_key
 from redflow.core.models import CronDef
 from redflow.engine.observers import Observers
 from redflow.store.enqueue import enqueue

@@ -28,7 +28,7 @@ from redflow.core.errors import (
     SerializationError,
     TimeoutError,
 )
-from redflow.core.keys import step_event_idempotency_key, step_workflow_idempotency_key
+from redflow.core.idempotency import step_event_idempotency_key, step_workflow_idempotency_key
 from redflow.core.models import STEP_SUCCEEDED, StepField, step_failed_json, step_seq, step_succeeded_json
 from redflow.engine import waits
 from redflow.engine.interrupts import RunInterrupt

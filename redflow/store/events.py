@@ -17,7 +17,8 @@ from typing import Any
 
 from redflow.core import enqueue_hooks
 from redflow.core.errors import CorruptDataError, RedflowError
-from redflow.core.keys import event_run_idempotency_key, new_id
+from redflow.core.idempotency import event_run_idempotency_key
+from redflow.core.keys import new_id
 from redflow.core.models import EventDef, scheduled_event_json
 from redflow.store import event_waiters
 from redflow.store.enqueue import enqueue

@@ -18,7 +18,7 @@ from typing import Any
 
 from redflow.core.errors import RedflowError, UnknownWorkflowError
 from redflow.core.flow import check_priority, limits_spec
-from redflow.core.keys import step_workflows_idempotency_key
+from redflow.core.idempotency import step_workflows_idempotency_key
 from redflow.core.models import RunField, WorkflowField, max_attempts_of
 from redflow.core.workflow_def import Registry, WorkflowDef, get_default_registry
 from redflow.store.requests import IDEMPOTENCY_TTL_S, EnqueueRequest

@@ -31,7 +31,7 @@ from redflow.core.errors import (
     UnknownWorkflowError,
     error_to_json,
 )
-from redflow.core.keys import event_run_idempotency_key, step_workflows_idempotency_key
+from redflow.core.idempotency import event_run_idempotency_key, step_workflows_idempotency_key
 from redflow.core.models import STEP_SUCCEEDED, WAIT_CHILDREN, WAIT_SLEEP, EventWaiter, Step, StepField
 from redflow.core.run_state import RunState
 from redflow.core.workflow_def import Registry, WorkflowDef, get_default_registry

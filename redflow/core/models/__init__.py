@@ -48,9 +48,11 @@ from redflow.core.models.steps import (
     StepField,
     Wait,
     json_equal,
+    payload,
     scheduled_event_json,
     scheduled_event_of,
     step_failed_json,
+    step_record,
     step_running_json,
     step_seq,
     step_succeeded_json,
@@ -58,6 +60,8 @@ from redflow.core.models.steps import (
 )
 
 __all__ = [
+    "payload",
+    "step_record",
     "CronDef",
     "EventDef",
     "EventWaiter",

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from redflow.client import RedflowClient
 from redflow.core import codec, cron
 from redflow.core.errors import RedflowError
-from redflow.core.keys import cron_trigger_idempotency_key
+from redflow.core.idempotency import cron_trigger_idempotency_key
 from redflow.core.models import CronDef
 
 
