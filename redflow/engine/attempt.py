@@ -29,7 +29,7 @@ from redflow.core.tags import tags_of
 from redflow.core.workflow_def import Registry, WorkflowDef
 from redflow.engine import parking
 from redflow.engine.claim import Claimed
-from redflow.engine.context import OnFailureContext, WorkflowContext
+from redflow.engine.context import WorkflowContext, call_on_failure
 from redflow.engine.decide import (
     Abandoned,
     Canceled,
@@ -117,7 +117,7 @@ class Attempt:
         self.running_steps: dict[str, RunningStep] = {}
         self.lease = Lease(run_id, queue, self.token, self.running_steps, on_stop=self._stopped, log_extra=self.log_extra)
         self.lease.renewed_at_ms = claimed.lease_sent_ms
-        self.fence = Fence(rt.store, conn, self.lease, rt.keeper, rt.lease_ms)
+        self._fence: Fence | None = None  # made by the first step or child run that needs it
         #: Whether settling may claim and start the next run of the queue, and what it claimed.
         self.claim_next = claim_next
         self.next_claim: Claimed | None = None
@@ -171,7 +171,7 @@ class Attempt:
             return self.settle(prepared)
         workflow, input_value = prepared
         if refused is not None:  # a limit's key function failed on the input: deterministic, so no retry
-            self._on_failure(workflow, refused, input_value)
+            call_on_failure(workflow, refused, input_value, self.info, self.log_extra())
             return self.settle(Failed(refused))
         return self.settle(self._run(workflow, input_value, fields, reply.steps))
 
@@ -179,16 +179,17 @@ class Attempt:
         """The start reply (None: the claimed entry is not a run id), and the error
         of a limit's key function that refused the run's input, if any."""
         rt, reply = self.rt, self.claimed.start
-        request = StartRequest(self.run_id, self.queue, self.token, rt.lease_ms, 0, rt.limited)
         if reply is None:
             if _NOT_AN_ID in self.run_id:  # bytes that are not UTF-8: not a run, and not removable by name
                 return None, None
             self.lease.renewed_at_ms = _mono_ms()
-            request.now_ms = self.now_ms()
-            reply = self.store.scripts.start_run(request, conn=self.conn)
+            reply = self.store.scripts.start_run(self._start_request(), conn=self.conn)
         if reply.kind == "admit":  # enqueued without the limits its workflow declares
-            return start_admitted(self.store, rt.registry, request, reply, conn=self.conn)
+            return start_admitted(self.store, rt.registry, self._start_request(), reply, conn=self.conn)
         return reply, None
+
+    def _start_request(self) -> StartRequest:
+        return StartRequest(self.run_id, self.queue, self.token, self.rt.lease_ms, self.now_ms(), self.rt.limited)
 
     def _run(self, workflow: WorkflowDef, input_value: Any, fields: dict[str, str], raw_steps: dict[str, str]) -> Outcome:
         rt = self.rt
@@ -246,7 +247,7 @@ class Attempt:
             raw = fields.get(RunField.INPUT_JSON) or None
             input_value = workflow.validate(self.payloads.loads(raw, what=f"{what} inputJson"))
         except Exception as exc:  # corrupt JSON or a schema's rejection: deterministic, so no retry
-            self._on_failure(workflow, exc, None)
+            call_on_failure(workflow, exc, None, self.info, self.log_extra())
             return Failed(exc)
         return workflow, input_value
 
@@ -268,16 +269,8 @@ class Attempt:
             self._interrupts.leave()
         outcome = decide(end, self.info, workflow)
         if isinstance(outcome, Failed):
-            self._on_failure(workflow, outcome.error, input_value)
+            call_on_failure(workflow, outcome.error, input_value, self.info, self.log_extra())
         return outcome
-
-    def _on_failure(self, workflow: WorkflowDef, error: BaseException, input_value: Any) -> None:
-        if workflow.on_failure is None:
-            return
-        try:
-            workflow.on_failure(OnFailureContext(error=error, input=input_value, run=self.info))
-        except Exception:  # on_failure must never break finalization (as in the seed)
-            log.exception("on_failure of %s raised; ignored", workflow.name, extra=self.log_extra())
 
     # -- settling ------------------------------------------------------------
     def settle(self, outcome: Outcome) -> Outcome:
@@ -338,8 +331,16 @@ class Attempt:
         return request, sent_ms
 
     def _abandoned(self, outcome: Abandoned) -> Abandoned:
-        self.fence.cancel_if_canceled()  # stopped between starting children and reading the run again
+        if self._fence is not None:
+            self._fence.cancel_if_canceled()  # stopped between starting children and reading the run again
         return outcome
+
+    @property
+    def fence(self) -> Fence:
+        """The ownership checks of this attempt (engine/fence.py)."""
+        if self._fence is None:
+            self._fence = Fence(self.store, self.conn, self.lease, self.rt.keeper, self.rt.lease_ms)
+        return self._fence
 
     def _release_lease(self) -> None:
         try:

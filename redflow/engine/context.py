@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -12,7 +14,10 @@ __all__ = ["CancelSignal", "OnFailureContext", "RunInfo", "WorkflowContext"]
 
 if TYPE_CHECKING:
     from redflow.client import RedflowClient
+    from redflow.core.workflow_def import WorkflowDef
     from redflow.engine.step import StepApi
+
+log = logging.getLogger("redflow.attempt")
 
 
 @dataclass(slots=True)
@@ -38,3 +43,14 @@ class OnFailureContext:
     error: BaseException
     input: Any
     run: RunInfo
+
+
+def call_on_failure(workflow: WorkflowDef, error: BaseException, input: Any, run: RunInfo, extra: Mapping[str, Any] | None = None) -> None:
+    """Call the workflow's ``on_failure`` for a run that failed for good. What it
+    raises is logged and ignored: it must never change how the run ended (as in the seed)."""
+    if workflow.on_failure is None:
+        return
+    try:
+        workflow.on_failure(OnFailureContext(error=error, input=input, run=run))
+    except Exception:  # deliberately swallowed: see the docstring
+        log.exception("on_failure of %s raised; ignored", workflow.name, extra=extra)

@@ -35,7 +35,7 @@ from redflow.core.idempotency import event_run_idempotency_key, step_workflows_i
 from redflow.core.models import STEP_SUCCEEDED, WAIT_CHILDREN, WAIT_SLEEP, EventWaiter, Step, StepField
 from redflow.core.run_state import RunState
 from redflow.core.workflow_def import Registry, WorkflowDef, get_default_registry
-from redflow.engine.context import OnFailureContext, WorkflowContext
+from redflow.engine.context import WorkflowContext, call_on_failure
 from redflow.engine.decide import Canceled, Failed, HandlerEnd, Parked, Retrying, Succeeded, decide, returned
 from redflow.engine.interrupts import CancelSignal
 from redflow.engine.run_info import RunInfo
@@ -317,7 +317,7 @@ class InlineRunner:
                     run.status, run.error = "canceled", error
                 case Failed(error):
                     run.status, run.error = "failed", error
-                    self._on_failure(wf, run, host, value)
+                    call_on_failure(wf, error, value, host.info)
                 case Succeeded(output_json):
                     run.status, run.output = "succeeded", codec.loads(output_json)
             self._wake_parent(run)
@@ -381,15 +381,6 @@ class InlineRunner:
         )
         for run in parked:
             self._resume(run)
-
-    @staticmethod
-    def _on_failure(wf: WorkflowDef, run: InlineRun, host: _InlineAttempt, value: Any) -> None:
-        if wf.on_failure is None or run.error is None:
-            return
-        try:
-            wf.on_failure(OnFailureContext(error=run.error, input=value, run=host.info))
-        except Exception:  # as on a worker: on_failure must not change how the run ended
-            log.exception("on_failure of %s raised; ignored", wf.name)
 
     def fan_out(self, current: InlineRun | None, name: str, payload: Any, idempotency_key: str | None, *, at: float | None) -> list[str]:
         """An event: start (or schedule) one run per workflow subscribed to ``name``, and
