@@ -12,9 +12,11 @@ run is taken. A busy slot claims its next run in its settle instead (the
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
+
+from gevent.event import Event
 
 from redflow.core.flow import PRIORITY_MARKER
 from redflow.core.keys import new_id
@@ -22,6 +24,15 @@ from redflow.engine.observers import Observers
 from redflow.store.port import Store
 from redflow.store.replies import StartReply
 from redflow.store.scripts import Conn
+
+
+class ClaimOptions(Protocol):
+    """The worker's options a claim reads (``WorkerOptions``)."""
+
+    @property
+    def lease_ms(self) -> int: ...
+    @property
+    def blmove_timeout_s(self) -> float: ...
 
 
 @dataclass(slots=True)
@@ -44,25 +55,15 @@ class Claimer:
     """Claims runs of ``queues`` for the slots of one worker (see the module docstring)."""
 
     def __init__(
-        self,
-        store: Store,
-        queues: Sequence[str],
-        *,
-        lease_ms: int,
-        block_s: float,
-        limited: str,
-        observers: Observers,
-        stopping: Callable[[], bool],
-        wait: Callable[[float], Any],
+        self, store: Store, queues: Sequence[str], options: ClaimOptions, *, limited: str, observers: Observers, stopping: Event
     ) -> None:
         self.store = store
         self.queues = list(queues)
-        self.lease_ms = lease_ms
-        self.block_s = block_s
+        self.lease_ms = options.lease_ms
+        self.block_s = options.blmove_timeout_s
         self.limited = limited
         self.observers = observers
         self._stopping = stopping
-        self._wait = wait
         self._cursors: list[int] = []
 
     def add_slot(self) -> int:
@@ -74,7 +75,7 @@ class Claimer:
         """A run of one of the queues for slot ``index``, or ``None`` after the blocking timeout."""
         queues = self.queues
         if not queues:
-            self._wait(self.block_s)
+            self._stopping.wait(self.block_s)
             return None
         count = len(queues)
         start = self._cursors[index]
@@ -84,7 +85,7 @@ class Claimer:
                 if claimed is not None:
                     self._cursors[index] = (start + offset + 1) % count
                     return claimed
-                if self._stopping():
+                if self._stopping.is_set():
                     return None
         queue = queues[start % count]
         self._cursors[index] = (start + 1) % count

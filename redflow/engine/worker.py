@@ -41,7 +41,9 @@ from redflow.engine.sweeper import OrphanSweeper
 from redflow.store.connection import create_redis, resolve_default_retention, resolve_prefix, resolve_refuse_evicting
 from redflow.store.memory import check_eviction_policy
 from redflow.store.mux_connection import Connection, shared_connections
+from redflow.store.port import Store
 from redflow.store.slot_connection import ClusterSlotConnection, SlotConnection, slot_connection
+from redflow.store.targets import Targets
 
 log = logging.getLogger("redflow.worker")
 
@@ -118,40 +120,10 @@ class Worker:
         self._loops: list[Loop] = []
         self.stats: dict[str, int] = dict.fromkeys(("succeeded", "failed", "retried", "canceled", "parked", "abandoned", "skipped"), 0)
         self.store = store = client.store  # the engine's port to Redis; handlers get ``client``, over it
-        self.keeper = LeaseKeeper(
-            store.scripts, lease_ms=options.lease_ms, now_ms=store.now_ms, tick_ms=options.cancel_poll_ms, observers=self.observers
-        )
-        self.promoter = Promoter(store, self.queues)
-        self.reaper = Reaper(store, self.queues, options.reaper_interval_ms, observers=self.observers)
-        self.sweeper = OrphanSweeper(store, self.queues, interval_s=options.sweep_interval_s, observers=self.observers)
-        self.flow_sweeper = FlowSweeper(store, self.queues, interval_s=options.sweep_interval_s)
-        self.cron = CronScheduler(store, client.targets)
-        self.retention = RetentionCleaner(
-            store, default=resolve_default_retention(options.default_retention), interval_s=options.retention_interval_s
-        )
         self.id = new_id("worker")
-        self.heartbeat = Heartbeat(
-            store,
-            self.id,
-            self.queues,
-            options.concurrency,
-            self._status,
-            known=registry.__contains__,
-            beat_s=options.heartbeat_s,
-            version=VERSION,
-        )
-        self.scheduled_events = ScheduledEvents(store, claim_ms=options.lease_ms)
+        self._add_roles(store, client.targets)
         limited = limited_names(registry)
-        self.claimer = Claimer(
-            store,
-            self.queues,
-            lease_ms=options.lease_ms,
-            block_s=options.blmove_timeout_s,
-            limited=limited,
-            observers=self.observers,
-            stopping=self._stopping.is_set,
-            wait=self._stopping.wait,
-        )
+        self.claimer = Claimer(store, self.queues, options, limited=limited, observers=self.observers, stopping=self._stopping)
         self.runtime = Runtime(
             store=store,
             client=client,
@@ -166,6 +138,25 @@ class Worker:
             observers=self.observers,
             limited=limited,
         )
+
+    def _add_roles(self, store: Store, targets: Targets) -> None:
+        """The background roles beside the slots, each working through the store."""
+        options, observers = self.options, self.observers
+        self.keeper = LeaseKeeper(
+            store.scripts, lease_ms=options.lease_ms, now_ms=store.now_ms, tick_ms=options.cancel_poll_ms, observers=observers
+        )
+        self.promoter = Promoter(store, self.queues)
+        self.reaper = Reaper(store, self.queues, options.reaper_interval_ms, observers=observers)
+        self.sweeper = OrphanSweeper(store, self.queues, interval_s=options.sweep_interval_s, observers=observers)
+        self.flow_sweeper = FlowSweeper(store, self.queues, interval_s=options.sweep_interval_s)
+        self.cron = CronScheduler(store, targets)
+        retention = resolve_default_retention(options.default_retention)
+        self.retention = RetentionCleaner(store, default=retention, interval_s=options.retention_interval_s)
+        known, beat_s = self.registry.__contains__, options.heartbeat_s
+        self.heartbeat = Heartbeat(
+            store, self.id, self.queues, options.concurrency, self._status, known=known, beat_s=beat_s, version=VERSION
+        )
+        self.scheduled_events = ScheduledEvents(store, claim_ms=options.lease_ms)
 
     def __repr__(self) -> str:
         return f"Worker(queues={self.queues}, concurrency={self.options.concurrency}, in_flight={self.in_flight})"

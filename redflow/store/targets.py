@@ -19,8 +19,10 @@ from typing import Any
 from redflow.core.errors import RedflowError, UnknownWorkflowError
 from redflow.core.flow import check_priority, limits_spec
 from redflow.core.idempotency import step_workflows_idempotency_key
+from redflow.core.keys import Keys
 from redflow.core.models import RunField, WorkflowField, max_attempts_of
 from redflow.core.workflow_def import Registry, WorkflowDef, get_default_registry
+from redflow.store.payloads import Payloads
 from redflow.store.requests import IDEMPOTENCY_TTL_S, EnqueueRequest
 
 #: How long a workflow's synced metadata (queue, max attempts) is reused before
@@ -47,7 +49,7 @@ class Target:
 class Targets:
     """Workflows resolved for enqueueing, by one client (see the module docstring)."""
 
-    def __init__(self, redis: Any, keys: Any, payloads: Any, registry: Registry | None = None) -> None:
+    def __init__(self, redis: Any, keys: Keys, payloads: Payloads, registry: Registry | None = None) -> None:
         self.redis = redis
         self.keys = keys
         self.payloads = payloads
