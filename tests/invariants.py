@@ -85,3 +85,28 @@ def machine_settings(max_examples: int, step_count: int) -> Any:
 
     return settings(max_examples=max_examples, stateful_step_count=step_count, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
+
+
+# -- rate limits, by Redis's clock ------------------------------------------------------
+
+
+def rate_breaches(starts: dict[str, tuple[int, int]], limit: int, period_ms: int) -> list[str]:
+    """Proven breaches of "never more than ``limit`` starts in any window of
+    ``period_ms``": ``starts`` maps a start (``<run id>:<attempt>``) to the
+    bounds (lo, hi], in Redis's ms, between which Redis admitted it. A breach is
+    ``limit + 1`` starts that all lie within less than the period whatever
+    their exact times in their bounds, so coarse bounds never make one up."""
+    spans = sorted(starts.items(), key=lambda item: item[1][0])
+    breaches = []
+    for index, (_, (lo, _)) in enumerate(spans):
+        later = sorted(spans[index:], key=lambda item: item[1][1])[: limit + 1]
+        if len(later) == limit + 1 and later[-1][1][1] - lo < period_ms:
+            names = ", ".join(f"{name} in ({a}, {b}]" for name, (a, b) in later)
+            breaches.append(f"{limit + 1} starts within {later[-1][1][1] - lo} ms < {period_ms} ms (by Redis's clock): {names}")
+    return breaches
+
+
+def server_ms(r: Any) -> int:
+    """Redis's clock now, in integer ms."""
+    seconds, micros = r.time()
+    return int(seconds) * 1000 + int(micros) // 1000
