@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from redflow.ops.admin import fmt_seconds
+from redflow.ops.format import fmt_seconds
 
 WIDTH, HEIGHT = 640, 236
 LEFT, RIGHT, TOP, BOTTOM = 52, 14, 46, 26

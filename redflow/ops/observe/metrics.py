@@ -30,9 +30,9 @@ except ImportError as exc:  # an optional dependency: say how to get it
 
 from redflow.core.errors import RedflowError
 from redflow.engine.observers import AttemptReport, WorkerObserver
-from redflow.ops.dashboard import start_wsgi_server
-from redflow.ops.limits_view import flow_rows
-from redflow.ops.workers import STATES, list_workers, totals
+from redflow.ops.views.flow import flow_rows
+from redflow.ops.views.workers import STATES, list_workers, totals
+from redflow.ops.wsgi_server import start_wsgi_server
 
 if TYPE_CHECKING:
     from redflow.engine.worker import Worker

@@ -12,7 +12,6 @@ than are read, the figures say so (``sampled < runs``).
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import re
 from typing import Any
@@ -23,17 +22,7 @@ from redflow.core.errors import CorruptDataError, RedflowError
 from redflow.core.keys import RUN_STATUSES, TERMINAL_STATUSES
 from redflow.core.models import RunField, int_field
 from redflow.core.tally import nearest_rank
-from redflow.ops.admin import (
-    command,
-    common_options,
-    emit,
-    fmt_error,
-    fmt_seconds,
-    format_table,
-    index_queues,
-    positive_int,
-    workflow_names,
-)
+from redflow.ops.views.queues import index_queues, workflow_names
 
 #: The windows the dashboard offers; the command takes any ``<n>s|m|h|d``.
 WINDOWS = {"1h": 3600, "24h": 86400, "7d": 7 * 86400}
@@ -165,42 +154,3 @@ def _with_errors(client: RedflowClient, stats: list[WorkflowStats], queues: dict
         error = codec.try_loads(raw) if raw else None
         errors[s.workflow] = error if isinstance(error, dict) else {"message": str(raw or "")[:200]}
     return [dataclasses.replace(s, latest_error=errors.get(s.workflow)) for s in stats]
-
-
-# -- the command -------------------------------------------------------------------
-
-
-def fmt_rate(rate: float | None) -> str:
-    return "-" if rate is None else f"{rate * 100:.1f}%"
-
-
-def fmt_optional_s(seconds: float | None) -> str:
-    return "-" if seconds is None else fmt_seconds(seconds)
-
-
-def _stats(client: RedflowClient, args: argparse.Namespace) -> int:
-    window_s = parse_window(args.window)
-    stats = workflow_stats(client, window_s, max_runs=args.max_runs, workflows=[args.workflow] if args.workflow else None)
-    rows = [
-        (s.workflow + ("*" if s.partial else ""), s.runs, *(s.counts[st] for st in RUN_STATUSES), fmt_rate(s.success_rate),
-         fmt_optional_s(s.p50_s), fmt_optional_s(s.p95_s), fmt_error(s.latest_error) if s.latest_error else "-")
-        for s in stats
-    ]  # fmt: skip
-    headers = ("WORKFLOW", "RUNS", *(st.upper() for st in RUN_STATUSES), "SUCCESS", "P50", "P95", "LATEST ERROR")
-    text = format_table(headers, rows) if stats else "(no workflows)"
-    partial = [s for s in stats if s.partial]
-    if partial:
-        text += f"\n* figures from the newest {args.max_runs:,} runs of the window (--max-runs)"
-    data = [{**dataclasses.asdict(s), "partial": s.partial} for s in stats]
-    emit(args, {"window_s": window_s, "workflows": data}, f"runs created in the last {args.window}\n{text}")
-    return 0
-
-
-def register(subparsers: Any) -> None:
-    """Add ``stats`` (see ``redflow.ops.cli.COMMAND_MODULES``)."""
-    parser = subparsers.add_parser("stats", parents=[common_options()], help="per-workflow counts, success rate and duration percentiles")
-    parser.add_argument("--window", default="1h", help="runs created in the last 30m, 1h, 24h, 7d ... (default 1h)")
-    parser.add_argument("--workflow", default=None, help="only this workflow")
-    parser.add_argument("--max-runs", type=positive_int, default=DEFAULT_MAX_RUNS,
-                        help=f"read at most this many of the newest runs per workflow (default {DEFAULT_MAX_RUNS:,})")  # fmt: skip
-    parser.set_defaults(func=command(_stats))

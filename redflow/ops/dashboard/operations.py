@@ -2,9 +2,9 @@
 status and tag with paging, tags on runs, bulk retry / cancel of a filtered
 list, and cron pause / resume / trigger.
 
-Kept apart from the ``dashboard`` package: its pages call
-:func:`runs_section` and :func:`crons_section`, its app :func:`route`, and
-this module renders and handles the rest. The rules are the dashboard's: every value is
+The pages call :func:`runs_section`, :func:`crons_section` and
+:func:`tags_html`, the app :func:`route`; this module renders and handles the
+rest (the selecting and acting are :mod:`redflow.ops.control`'s). The rules are the dashboard's: every value is
 escaped, no script runs in the page, actions are POST only behind the token,
 and a result page says what was done with nothing from the request echoed
 but the filters, escaped.
@@ -15,22 +15,21 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote, urlencode
 
+from redflow.client import RedflowClient
 from redflow.core.errors import RedflowError
 from redflow.core.models import Run
 from redflow.core.tags import MAX_TAGS
-from redflow.ops import cron_control, run_search
-from redflow.ops.admin import cron_entries, fmt_attempt, fmt_duration, fmt_error, fmt_time
-from redflow.ops.dashboard.app import ACTIONS_OFF, read_form
-from redflow.ops.dashboard.markup import HttpError, Response, badge, h, one, run_link, table
-from redflow.ops.run_search import Filters
+from redflow.ops.control import bulk, cron
+from redflow.ops.control.bulk import Filters
+from redflow.ops.dashboard.access import ACTIONS_OFF, authorize
+from redflow.ops.dashboard.markup import badge, h, run_link, table
+from redflow.ops.dashboard.web import HttpError, one, read_form
+from redflow.ops.format import fmt_attempt, fmt_duration, fmt_error, fmt_time
+from redflow.ops.views.crons import cron_entries
 from redflow.store.bulk import CANCELABLE, RETRYABLE
-
-if TYPE_CHECKING:
-    from redflow.client import RedflowClient
-    from redflow.ops.dashboard.app import Dashboard
 
 log = logging.getLogger("redflow.dashboard")
 
@@ -51,7 +50,7 @@ def filters_from(query: dict[str, list[str]]) -> tuple[Filters, str | None]:
     if len(texts) > MAX_TAGS:
         raise HttpError("400 Bad Request", f"At most {MAX_TAGS} tag filters.")
     try:
-        tags = run_search.parse_tags(t.strip() for t in texts)
+        tags = bulk.parse_tags(t.strip() for t in texts)
     except RedflowError as exc:
         raise HttpError("400 Bad Request", f"Bad tag filter: {exc}") from None
     cursor = one(query, "cursor") or None
@@ -157,40 +156,41 @@ def _cron_buttons(actions_enabled: bool, base: str, cron_id: str, paused: bool) 
     )
 
 
-def route(dashboard: Dashboard, environ: dict[str, Any], base: str, path: str, method: str) -> Response | None:
-    """Handle this module's POST actions; None for any other path."""
-    bulk, cron = _BULK_PATH.fullmatch(path), _CRON_PATH.fullmatch(path)
-    if not bulk and not cron:
+def route(client: RedflowClient, token: bytes | None, environ: dict[str, Any], path: str, method: str) -> tuple[str, str] | None:
+    """Handle this module's POST actions (``token``: the dashboard's, None when actions are off):
+    the title and message of the page saying what was done; None for any other path."""
+    bulk_path, cron_path = _BULK_PATH.fullmatch(path), _CRON_PATH.fullmatch(path)
+    if not bulk_path and not cron_path:
         return None
     if method != "POST":
         raise HttpError("405 Method Not Allowed", "Use POST here.", [("Allow", "POST")])
     form = read_form(environ, max_fields=30)
-    dashboard.authorize(environ, form)
-    if bulk:
-        return _bulk(dashboard, base, bulk.group(1), form)
-    assert cron is not None
-    return _cron(dashboard, base, cron.group(1), cron.group(2))
+    authorize(token, environ, form)
+    if bulk_path:
+        return _bulk(client, bulk_path.group(1), form)
+    assert cron_path is not None
+    return _cron(client, cron_path.group(1), cron_path.group(2))
 
 
-def _bulk(dashboard: Dashboard, base: str, action: str, form: dict[str, list[str]]) -> Response:
+def _bulk(client: RedflowClient, action: str, form: dict[str, list[str]]) -> tuple[str, str]:
     if one(form, "confirm") != "yes":
         raise HttpError("400 Bad Request", "Tick the box to confirm a bulk action.")
     filters, _ = filters_from(form)
     reason = (one(form, "reason") or "")[:200] or None
     try:
-        count = run_search.apply(dashboard.client, action, filters, reason)
+        count = bulk.apply(client, action, filters, reason)
     except RedflowError as exc:
         raise HttpError("400 Bad Request", f"Not done: {exc}") from None
-    message = run_search.summary(action, filters, count)
+    message = bulk.summary(action, filters, count)
     log.info("dashboard: bulk %s: %s", action, message)
-    return dashboard.page(base, "200 OK", f"Bulk {action}", message)
+    return f"Bulk {action}", message
 
 
-def _cron(dashboard: Dashboard, base: str, cron_id: str, action: str) -> Response:
-    fn = {"pause": cron_control.pause, "resume": cron_control.resume, "trigger": cron_control.trigger}[action]
+def _cron(client: RedflowClient, cron_id: str, action: str) -> tuple[str, str]:
+    fn = {"pause": cron.pause, "resume": cron.resume, "trigger": cron.trigger}[action]
     try:
-        change = fn(dashboard.client, cron_id)
+        change = fn(client, cron_id)
     except RedflowError as exc:
         raise HttpError("404 Not Found" if "no cron trigger" in str(exc) else "400 Bad Request", str(exc)) from None
     log.info("dashboard: cron %s %s: %s", action, cron_id, change.message)
-    return dashboard.page(base, "200 OK", f"Cron {CRON_DONE[action] if change.ok else action}", f"{cron_id}: {change.message}")
+    return f"Cron {CRON_DONE[action] if change.ok else action}", f"{cron_id}: {change.message}"

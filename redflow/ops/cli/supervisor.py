@@ -71,8 +71,8 @@ def child_commands(argv: Sequence[str], processes: int, metrics_port: str | None
     base = [*cli_command(), *argv, "--processes", "1"]
     if metrics_port is None:
         return [list(base) for _ in range(processes)]
-    try:
-        from redflow.ops.metrics import parse_listen
+    try:  # an optional dependency (prometheus_client): imported only when asked for
+        from redflow.ops.observe.metrics import parse_listen
     except ImportError as exc:
         raise SystemExit(f"--metrics-port: {exc}") from None
     try:

@@ -1,4 +1,4 @@
-"""The dashboard's charts, read from Redis and drawn (:mod:`redflow.ops.charts`).
+"""The dashboard's charts, read from Redis and drawn (:mod:`redflow.ops.dashboard.charts`).
 
 - *Finished runs per bucket by status*: counts by score range over the
   ``runs:status:<terminal>`` indexes (a score is the time the run entered
@@ -22,8 +22,9 @@ from datetime import UTC, datetime
 from redflow.client import RedflowClient
 from redflow.core import tally
 from redflow.core.errors import RedflowError
-from redflow.ops.admin import fmt_seconds, index_queues
-from redflow.ops.charts import PALETTE, STATUS_COLORS, Series, bar_chart, line_chart
+from redflow.ops.dashboard.charts import PALETTE, STATUS_COLORS, Series, bar_chart, line_chart
+from redflow.ops.format import fmt_seconds
+from redflow.ops.views.queues import index_queues
 
 FINISHED = ("succeeded", "failed", "canceled")
 MAX_QUEUE_LINES = len(PALETTE)

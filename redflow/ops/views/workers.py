@@ -1,4 +1,4 @@
-"""The worker registry, read: ``redflow-gevent workers`` and the dashboard's Workers section.
+"""The worker registry, read: ``redflow-gevent workers``, the dashboard's Workers section and the metrics.
 
 Each worker rewrites its record every few seconds (see
 :mod:`redflow.engine.heartbeat`). A record whose last beat is older than
@@ -9,14 +9,12 @@ that last beat. A graceful stop deletes the record at once.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 from typing import Any
 
 from redflow.client import RedflowClient
 from redflow.core.errors import CorruptDataError
 from redflow.core.models import WorkerRecord
-from redflow.ops.admin import command, common_options, emit, fmt_seconds, fmt_time, format_table
 
 STATES = ("alive", "stopping", "lost")
 
@@ -64,21 +62,3 @@ def as_json(view: WorkerView) -> dict[str, Any]:
     record = dataclasses.asdict(view.record)
     record["running"] = [{"run_id": run_id, "workflow": workflow} for run_id, workflow in view.record.running]
     return {**record, "state": view.state, "seen_s_ago": round(view.seen_s_ago, 3)}
-
-
-def _workers(client: RedflowClient, args: argparse.Namespace) -> int:
-    views = list_workers(client)
-    rows = [
-        (v.record.id, v.record.host, v.record.pid, v.state, f"{v.record.busy}/{v.record.slots}", v.record.done,
-         ",".join(v.record.queues), fmt_time(v.record.started_at), fmt_seconds(v.seen_s_ago) + " ago")
-        for v in views
-    ]  # fmt: skip
-    headers = ("ID", "HOST", "PID", "STATE", "BUSY", "DONE", "QUEUES", "STARTED (UTC)", "LAST BEAT")
-    emit(args, [as_json(v) for v in views], format_table(headers, rows) if views else "(no workers)")
-    return 0
-
-
-def register(subparsers: Any) -> None:
-    """Add ``workers`` (see ``redflow.ops.cli.COMMAND_MODULES``)."""
-    parser = subparsers.add_parser("workers", parents=[common_options()], help="live workers, from their heartbeats")
-    parser.set_defaults(func=command(_workers))

@@ -1,5 +1,5 @@
-"""Cron triggers at runtime: pause, resume, trigger now (``redflow-gevent cron ...``
-and the dashboard).
+"""Cron triggers at runtime: pause, resume, trigger now (``redflow-gevent cron ...``,
+:mod:`redflow.ops.cli.cron`, and the dashboard).
 
 A paused trigger keeps its definition (``P:cron:def``) and leaves the
 schedule (``P:cron:next``); ``P:cron:paused`` says since when. Nothing
@@ -13,11 +13,8 @@ Other clients' schedulers (TypeScript, asyncio) do not know the paused key.
 
 from __future__ import annotations
 
-import argparse
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from redflow import cron
 from redflow.client import RedflowClient
@@ -25,7 +22,6 @@ from redflow.core import codec
 from redflow.core.errors import RedflowError
 from redflow.core.keys import cron_trigger_idempotency_key
 from redflow.core.models import CronDef
-from redflow.ops.admin import emit
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,29 +84,3 @@ def trigger(client: RedflowClient, cron_id: str, trigger_id: str | None = None) 
     key = cron_trigger_idempotency_key(cron_id, trigger_id or uuid.uuid4().hex)
     handle = client.run(definition.workflow, run_input, queue=definition.queue, idempotency_key=key)
     return CronChange(cron_id, True, f"started run {handle.id} of {definition.workflow}", handle.id)
-
-
-# -- the command line ---------------------------------------------------------------
-
-
-def register(cron_sub: Any, common: argparse.ArgumentParser, command: Callable[..., Any]) -> None:
-    """Add ``cron pause|resume|trigger <cron id>`` (``command`` wraps a handler with a client)."""
-    for name, fn, text in (
-        ("pause", pause, "stop firing a cron trigger until resumed (survives restarts and deploys)"),
-        ("resume", resume, "fire a paused trigger again, from its next due time"),
-        ("trigger", trigger, "start one run of a cron trigger's workflow now"),
-    ):
-        parser = cron_sub.add_parser(name, parents=[common], help=text)
-        parser.add_argument("cron_id", help="the id `cron list` shows")
-        if name == "trigger":
-            parser.add_argument("--trigger-id", default=None, help="idempotency: the same id never starts a second run")
-        parser.set_defaults(func=command(_handler(fn)))
-
-
-def _handler(fn: Callable[..., CronChange]) -> Callable[[RedflowClient, argparse.Namespace], int]:
-    def handle(client: RedflowClient, args: argparse.Namespace) -> int:
-        change = fn(client, args.cron_id, args.trigger_id) if fn is trigger else fn(client, args.cron_id)
-        emit(args, change, f"{change.cron_id}: {change.message}")
-        return 0 if change.ok else 1
-
-    return handle

@@ -1,39 +1,42 @@
-"""The ``redflow-gevent`` command.
+"""``redflow-gevent worker``: load the ``-A`` workflows, then run a worker in
+this process until SIGTERM or SIGINT (a second one stops it at once), or N
+of them under a supervisor (``--processes N``, :mod:`redflow.ops.cli.supervisor`).
 
-gevent monkey-patches first thing, before ``redis`` or ``ssl`` is imported
-(``redflow/__init__.py`` is kept light so that this holds).
+A start-up error a user can act on (no such module, no workflows, a Redis
+that refuses us) is one log line and exit status 2.
 """
 
-from gevent import monkey
+from __future__ import annotations
 
-monkey.patch_all()
+import argparse
+import importlib
+import logging
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, NoReturn
 
-import argparse  # noqa: E402
-import importlib  # noqa: E402
-import logging  # noqa: E402
-import os  # noqa: E402
-import signal  # noqa: E402
-import sys  # noqa: E402
-from collections.abc import Sequence  # noqa: E402
-from typing import TYPE_CHECKING, Any, NoReturn  # noqa: E402
+import gevent
+from gevent.event import Event
+from redis.exceptions import RedisClusterException, RedisError
 
-import gevent  # noqa: E402
-from gevent.event import Event  # noqa: E402
+from redflow.core.errors import RedflowError
+from redflow.ops.cli.supervisor import supervise
+from redflow.registry import Registry, get_default_registry
+from redflow.store.connection import redacted_url, resolve_url
 
 if TYPE_CHECKING:
     from redflow.engine.worker import Worker
-    from redflow.registry import Registry
 
 log = logging.getLogger("redflow.cli")
 
 
-def load_registry(app: str | None) -> "Registry":
+def load_registry(app: str | None) -> Registry:
     """Import ``module`` (its workflows register in the default registry) or
     ``module:attr`` (a Registry in that module). A module that is not there,
     or a file name given for a module, is a :func:`startup_error`; an error
     raised by the module's own code keeps its traceback (it is theirs to fix)."""
-    from redflow.registry import Registry, get_default_registry
-
     if not app:
         return get_default_registry()
     module_name, _, attr = app.partition(":")
@@ -70,7 +73,7 @@ def startup_error(message: str) -> NoReturn:
     raise SystemExit(2)
 
 
-def _require_workflows(registry: "Registry", app: str | None) -> None:
+def _require_workflows(registry: Registry, app: str | None) -> None:
     if registry.list():
         return
     if app:
@@ -78,21 +81,18 @@ def _require_workflows(registry: "Registry", app: str | None) -> None:
     startup_error("no workflows to run: name the module that defines them with -A module (or -A module:registry)")
 
 
-def _start(args: argparse.Namespace, registry: "Registry", observers: Sequence[object], stop: "Event") -> "Worker | None":
+def _start(args: argparse.Namespace, registry: Registry, observers: Sequence[object], stop: Event) -> Worker | None:
     """Start the worker, waiting for a Redis that is not there or not ready yet
     (``--start-timeout``, default forever); a Redis that refuses us is a startup
     error. None: ``stop`` was set (a signal) while it waited."""
-    from redis.exceptions import RedisClusterException, RedisError
-
-    from redflow.core.errors import RedflowError
+    # Here, not at the top: only this command needs the engine (the other commands start faster without it).
     from redflow.engine.startup import retry_until_ready
     from redflow.engine.worker import start_worker
-    from redflow.store.connection import redacted_url, resolve_url
 
     where = redacted_url(resolve_url(args.redis_url))
     queues = [q for q in (args.queues or "").split(",") if q] or None
 
-    def start() -> "Worker":
+    def start() -> Worker:
         return start_worker(
             registry,
             url=args.redis_url,
@@ -117,13 +117,11 @@ def _start(args: argparse.Namespace, registry: "Registry", observers: Sequence[o
 
 def _worker(args: argparse.Namespace) -> int:
     if args.processes != 1:
-        from redflow.ops.supervisor import supervise
-
         return supervise(args)
     metrics = None
     if args.metrics_port is not None:  # a bad option first, as argparse would
-        try:
-            from redflow.ops.metrics import metrics_for_cli
+        try:  # an optional dependency (prometheus_client): imported only when asked for
+            from redflow.ops.observe.metrics import metrics_for_cli
         except ImportError as exc:
             startup_error(f"--metrics-port: {exc}")
         metrics = metrics_for_cli(args.metrics_port)
@@ -164,71 +162,8 @@ def _worker(args: argparse.Namespace) -> int:
     return 0
 
 
-#: Modules adding a sub-command: each has ``register(subparsers)``, which adds
-#: its parser and sets ``func`` (called with the parsed args, returns the exit code).
-COMMAND_MODULES: tuple[str, ...] = (
-    "redflow.ops.admin", "redflow.ops.workers", "redflow.ops.stats", "redflow.ops.dashboard", "redflow.bench.command",
-)  # fmt: skip
-
-
-LOG_LEVELS = ("debug", "info", "warning", "error")
-LOG_FORMATS = ("text", "json")
-#: Options that go before or after the command, as in ``redflow-gevent worker -A app --log-format json``.
-_SYNOPSIS = """\
-options go before or after the command; these are the same:
-  redflow-gevent --log-level debug worker -A myapp.workflows
-  redflow-gevent worker -A myapp.workflows --log-level debug
-  redflow-gevent --redis-url redis://host:6379/0 queues
-  redflow-gevent queues --redis-url redis://host:6379/0
-'redflow-gevent COMMAND --help' lists the options of a command."""
-
-
-def _logging_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
-    """``--log-level`` and ``--log-format``: defaults on the top parser only, so
-    that a command's parser (parsed last) overrides them only when given."""
-    group = parser.add_argument_group("logging (before or after the command)")
-    group.add_argument("--log-level", choices=LOG_LEVELS, default="info" if top else argparse.SUPPRESS, help="default info")
-    group.add_argument("--log-format", choices=LOG_FORMATS, default="text" if top else argparse.SUPPRESS, help="default text")
-
-
-def _connection_options_before(parser: argparse.ArgumentParser) -> None:
-    """``--redis-url`` and ``--prefix`` before the command, for the commands that take them after it."""
-    group = parser.add_argument_group("connection (before or after the command, for the commands that take them)")
-    group.add_argument(
-        "--redis-url", dest="early_redis_url", metavar="URL", default=None, help="default: $REDIS_URL or redis://127.0.0.1:6379/0"
-    )
-    group.add_argument(
-        "--prefix", dest="early_prefix", metavar="PREFIX", default=None, help="key prefix (default: $REDFLOW_PREFIX or redflow:v1)"
-    )
-
-
-def _command_parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
-    """Every command parser under ``parser`` (``runs`` and ``runs list`` both), each once."""
-    found: dict[int, argparse.ArgumentParser] = {}
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for child in action.choices.values():
-                if id(child) not in found:
-                    found[id(child)] = child
-                    found.update((id(p), p) for p in _command_parsers(child))
-    return list(found.values())
-
-
-def _merge_early_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """Give ``--redis-url`` / ``--prefix`` placed before the command to the command
-    (one placed after it wins); a command that takes no such option says so."""
-    for name in ("redis_url", "prefix"):
-        early = getattr(args, f"early_{name}")
-        delattr(args, f"early_{name}")
-        if early is None:
-            continue
-        if not hasattr(args, name):
-            parser.error(f"the {args.command} command takes no --{name.replace('_', '-')}")
-        if getattr(args, name) is None:
-            setattr(args, name, early)
-
-
-def _worker_parser(sub: Any) -> None:
+def register(sub: Any) -> None:
+    """Add ``worker`` (the command :func:`redflow.ops.cli.parser.build_parser` adds first)."""
     worker = sub.add_parser("worker", help="run a worker", description="Run a worker: claim runs of the -A workflows and run them.")
     worker.add_argument("-A", "--app", help="module (or module:registry) whose workflows to run")
     worker.add_argument("-c", "--concurrency", type=int, default=10, help="greenlet consumer slots (default 10)")
@@ -258,46 +193,3 @@ def _non_negative_seconds(text: str) -> float:
     if not value >= 0:  # also refuses nan
         raise argparse.ArgumentTypeError(f"must be >= 0 seconds: {text!r}")
     return value
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="redflow-gevent",
-        description="Durable Redis-backed workflows with a gevent worker.",
-        epilog=_SYNOPSIS,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    _logging_options(parser, top=True)
-    _connection_options_before(parser)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    _worker_parser(sub)
-    for name in COMMAND_MODULES:
-        try:
-            importlib.import_module(name).register(sub)
-        except Exception as exc:  # one broken optional command must not take `worker` down with it
-            print(f"redflow-gevent: the commands of {name} are unavailable: {type(exc).__name__}: {exc}", file=sys.stderr)
-    for command in _command_parsers(parser):
-        if "--log-level" not in command._option_string_actions:
-            _logging_options(command, top=False)
-    return parser
-
-
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    """The command line, with the options placed before the command handed to it."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    _merge_early_options(parser, args)
-    return args
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    from redflow.ops.logs import setup_logging
-
-    args = parse_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)  # what `worker --processes N` runs again
-    setup_logging(args.log_level, args.log_format)
-    return int(args.func(args) or 0)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
