@@ -43,7 +43,7 @@ only be judged then):
   expire by themselves: whatever retention must clean is reachable (#6).
 
 Bounded in CI: seeds ``PLAN.seeds`` of ``PLAN.steps`` steps each.
-``REDFLOW_SOAK=1`` runs the long seeded soak instead. A failure lists every
+``REDFLOW_CHAOS_SOAK=1`` (the chaos suite's soak switch) runs the long seeded soak instead. A failure lists every
 violation with its seed and step, the run, the event and the defect it is.
 """
 
@@ -69,7 +69,7 @@ class Plan:
 
 BOUNDED = Plan("bounded", seeds=(3, 6, 8), steps=60)
 SOAK = Plan("soak", seeds=tuple(range(100, 130)), steps=200)
-_PLAN = SOAK if os.environ.get("REDFLOW_SOAK") == "1" else BOUNDED
+_PLAN = SOAK if os.environ.get("REDFLOW_CHAOS_SOAK") == "1" else BOUNDED
 #: ``REDFLOW_MODEL_SEEDS=5,17``: those seeds instead (to replay one a report names), with the plan's steps.
 PLAN = (
     Plan(_PLAN.name, tuple(int(seed) for seed in os.environ["REDFLOW_MODEL_SEEDS"].split(",")), _PLAN.steps)
