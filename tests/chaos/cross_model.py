@@ -95,6 +95,7 @@ class CrossFeatures:
         self.violations: dict[str, str] = {}
         self.step = 0
         self.tick_round, self.last_tick_ms = 0, 0
+        self.faults = True  # off once the schedule is over: nothing freezes while it quiets down
         self.sampler = Sampler(r, self.keys, self.ledger.parents, lambda message: self.violate(message, message))
         self.judge = Judge(r, self.keys, self.ledger, self.sampler, self.violate)
         self.ops = [
@@ -121,6 +122,7 @@ class CrossFeatures:
                 self.judge.safety()
                 gevent.sleep(self.rng.uniform(0.0, 0.1))
             self.step = self.steps + 1  # what follows is judged after the schedule
+            self.faults = False
             self.fleet.thaw()
             self.fleet.clock.lag_ms = 0
             self.quiesce()
@@ -240,12 +242,12 @@ class CrossFeatures:
             self.client.schedule_event("tick", payload, at=at_ms / 1000)
             owed = [(e.run_id, e.step, e.timeout_at) for e in entries if e.match.get("k") == key]
             self.ledger.events.append(Emitted("tick", self.tick_round, payload["eid"], key, at_ms, at_ms, owed, self.step))
-        if self.rng.random() < 0.4:
+        if self.rng.random() < 0.4 and self.faults:
             gevent.spawn_later((at_ms - now) / 1000 + self.rng.uniform(0.0, 0.004), self._freeze_one, self.timed_rng)
 
     def _freeze_one(self, rng: random.Random) -> None:
         thawed = self.fleet.thawed()
-        if thawed:
+        if thawed and self.faults:
             self.fleet.freeze([rng.choice(thawed)], rng.uniform(1.3, 2.5) * LEASE_MS / 1000)
 
     def _cancel(self, run_id: str) -> None:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import gevent
+from gevent.lock import Semaphore
 from helpers import WorkerProcess
 from invariants import rate_breaches
 
@@ -121,6 +122,7 @@ class Sampler:
         self.longest_gap_ms = 0
         self.samples = 0
         self._glet: gevent.Greenlet | None = None
+        self._one_at_a_time = Semaphore()  # the loop and a caller's sample() must not interleave their bounds
 
     def start(self) -> None:
         self._glet = gevent.spawn(self._loop)
@@ -136,6 +138,10 @@ class Sampler:
             gevent.sleep(SAMPLE_S)
 
     def sample(self) -> None:
+        with self._one_at_a_time:
+            self._sample()
+
+    def _sample(self) -> None:
         keys = self.keys
         script_keys = [keys.rate_window("rated", None), keys.runs_status("running")]
         seconds, micros, flat, running, canceled = self.r.eval(_SAMPLE_LUA, 2, *script_keys, keys.run_prefix(), "capped", *self.parents)
@@ -159,7 +165,7 @@ class Sampler:
         self.starts[f"{member}@{int(score)}"] = (lo, now)
         if lo and not lo <= score <= now:  # whole ms: a start in the ms of the last sample has its score
             self.report(f"rate limit (issue 28 #5): start {member} recorded at {int(score)}, but Redis admitted it "
-                        f"within ({lo}, {now}] by its own clock ({lo - int(score)} ms in the past)")  # fmt: skip
+                        f"within [{lo}, {now}] by its own clock (the samples before and after)")  # fmt: skip
 
     def breaches(self) -> list[str]:
         """Proven breaches of the rate limit (a start seen at the first sample has no lower bound: left out)."""
