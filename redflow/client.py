@@ -65,7 +65,7 @@ class _Target:
 
 
 class RedflowClient:
-    """Talks to one Redis under one prefix; see the README's "Client" section for what it promises."""
+    """Talks to one Redis under one prefix; see docs/guide/client.md for what it promises."""
 
     def __init__(self, redis: Any, *, prefix: str | None = None, registry: Registry | None = None, owns_redis: bool = False) -> None:
         self.redis = create_redis(redis_client=redis)
