@@ -7,8 +7,9 @@ from datetime import timedelta
 
 import gevent
 import pytest
+from doc_pages import python_blocks
 from helpers import wait_until
-from test_readme import python_blocks, run_python
+from test_docs_examples import run_script
 
 from redflow import Registry, Retention, define_workflow
 from redflow.core.errors import RedflowError, RunNotFoundError
@@ -381,9 +382,9 @@ def test_a_stopped_worker_gives_the_lock_back(start, client, registry, r):
     assert r.get(client.keys.lock_retention()) is None
 
 
-def test_the_readme_retention_example_runs(redis_url, prefix):
-    (block,) = [b for b in python_blocks() if "retention=Retention(succeeded=3600" in b]
-    result = run_python(block, redis_url, prefix)
+def test_the_retention_guides_example_runs(redis_url, prefix):
+    (block,) = [b for b in python_blocks() if "retention=Retention(succeeded=3600" in b.code]
+    result = run_script(block.code, redis_url, prefix)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["0", "0"]
 
