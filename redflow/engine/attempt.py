@@ -78,8 +78,7 @@ def _mono_ms() -> float:
 
 @dataclass
 class Runtime:
-    """What every attempt of one worker shares: the store it works through,
-    and the client its handlers get (``ctx.client``, over the same store)."""
+    """What every attempt of one worker shares: its store, and the client its handlers get (over that store)."""
 
     store: Store
     client: RedflowClient
@@ -124,7 +123,7 @@ class Attempt:
         #: A run_workflows child: (parent id, parent queue), told when this run ends.
         self.parent_link: tuple[str, str] | None = None
         self._cleanup = True
-        self._interrupts = HandlerInterrupts(self.lease.reason)
+        self._interrupts = HandlerInterrupts(self.lease)
 
     def __repr__(self) -> str:
         return f"Attempt({self.run_id}, {self.info.workflow!r}, attempt={self.info.attempt})"
@@ -365,7 +364,8 @@ class Attempt:
         self._interrupts.throw_soon()
 
     def raise_if_interrupted(self) -> None:
-        self._interrupts.raise_if_stopped()
+        if self.lease.stopped is not None:
+            raise RunInterrupt(self.lease.stopped)
 
     def interrupts_held(self) -> AbstractContextManager[None]:
         """Nothing is thrown into the handler inside: a stop meanwhile is raised at the end."""

@@ -11,9 +11,9 @@ run ends ``canceled``; the other reasons leave it to another worker.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import gevent
 from gevent.event import Event
@@ -72,15 +72,20 @@ class CancelSignal:
         return f"CancelSignal(set={self.is_set()}, reason={self.reason!r})"
 
 
+class Stoppable(Protocol):
+    """What carries an attempt's stop (its lease record): why it was stopped, the first reason, or None."""
+
+    stopped: str | None
+
+
 class HandlerInterrupts:
     """Where an attempt's interrupt lands: in the greenlet running its handler,
-    and only while that greenlet is inside the handler (not while it settles).
-    ``reason()``: why the attempt was stopped (the first reason), or None."""
+    and only while that greenlet is inside the handler (not while it settles)."""
 
-    __slots__ = ("_reason", "_greenlet", "_inside", "_pending")
+    __slots__ = ("_stop", "_greenlet", "_inside", "_pending")
 
-    def __init__(self, reason: Callable[[], str | None]) -> None:
-        self._reason = reason
+    def __init__(self, stop: Stoppable) -> None:
+        self._stop = stop
         self._greenlet: Any = None
         self._inside = False
         self._pending = False
@@ -108,10 +113,10 @@ class HandlerInterrupts:
         self._pending = False
         glet = self._greenlet
         if self._inside and glet is not None and not glet.dead:
-            glet.throw(RunInterrupt(self._reason() or CANCELED))
+            glet.throw(RunInterrupt(self._stop.stopped or CANCELED))
 
     def raise_if_stopped(self) -> None:
-        reason = self._reason()
+        reason = self._stop.stopped
         if reason is not None:
             raise RunInterrupt(reason)
 

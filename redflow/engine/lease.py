@@ -72,10 +72,6 @@ class Lease:
         self.on_stop = _ignore_stop
         self.log_extra = _no_extra
 
-    def reason(self) -> str | None:
-        """Why the attempt was stopped (the first reason), or None."""
-        return self.stopped
-
     def stop(self, reason: str) -> None:
         """Stop the attempt (canceled, lease lost, worker stopping, Redis lost); the first reason sticks."""
         if self.stopped is None:
