@@ -1,6 +1,7 @@
 """Instructions Redis executes per job, counted with callgrind: redflow-gevent and Dramatiq.
 
     .venv/bin/python bench/redis_instructions.py [-n 2000] [--only loop|drain] [--redis-server PATH] [--keep]
+    .venv/bin/python bench/redis_instructions.py --cpu [-n 20000] [--reps 4]
 
 Seconds of CPU move by ±25 % on a shared machine; instruction counts hardly
 move (the same count twice, whatever else runs), so this is how a change to
@@ -27,6 +28,13 @@ them); each counts only its own window (``callgrind_control -z`` before it,
   would check every in-flight run's cancel flag each 100 ms, work it never
   does for runs shorter than a tick at full speed.
 
+Instructions are user space only. What Redis spends in the kernel per
+request (reading it, writing the reply: about 11-13 µs of system CPU per
+Dramatiq job, one request each; under 1 µs per redflow run, 0.01-0.03
+requests each) is not in them, so their ratio overstates the ratio of CPU
+seconds. ``--cpu`` runs the same loops on a native redis-server instead,
+reps interleaved, and prints ``used_cpu_user`` and ``used_cpu_sys`` per job.
+
 Needs valgrind (Debian's package) and the ``[peers]`` extra for Dramatiq.
 ``--keep`` leaves the callgrind files for ``callgrind_annotate`` (a
 redis-server built with symbols names functions). ``--worker PREFIX`` is the
@@ -43,6 +51,7 @@ import argparse  # noqa: E402
 import glob  # noqa: E402
 import os  # noqa: E402
 import signal  # noqa: E402
+import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
@@ -51,6 +60,7 @@ import uuid  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 from pathlib import Path  # noqa: E402
+from typing import Protocol  # noqa: E402
 
 import gevent  # noqa: E402
 import redis  # noqa: E402
@@ -70,6 +80,16 @@ IN_FLIGHT = 500
 LEASE_MS = 600_000
 DRAMATIQ_PREFETCH = 100  # a Dramatiq worker of 50 threads prefetches 2 per thread
 WARM = 200
+
+
+class Meter(Protocol):
+    """What the loops count with: the server's URL, and a window to begin and end."""
+
+    url: str
+    counted: int
+
+    def begin(self) -> None: ...
+    def end(self) -> None: ...
 
 
 class Callgrind:
@@ -147,7 +167,7 @@ def _settle_round(client, batch: Batch, in_flight: list[tuple[str, str]], now: i
     return [(settled.next.run_id, token) for settled, token in zip(batch.execute(), tokens) if settled.next]
 
 
-def redflow_loop(meter: Callgrind, n: int) -> Count:
+def redflow_loop(meter: Meter, n: int) -> Count:
     registry = Registry()
     define_workflow("noop", registry=registry)(lambda ctx: None)
     client = create_client(url=meter.url, prefix="bench", registry=registry)
@@ -170,7 +190,7 @@ def redflow_loop(meter: Callgrind, n: int) -> Count:
         client.close()
 
 
-def dramatiq_loop(meter: Callgrind, n: int) -> Count:
+def dramatiq_loop(meter: Meter, n: int) -> Count:
     import peer_dramatiq  # its broker connects to $REDIS_URL
 
     consumer = peer_dramatiq.broker.consume(peer_dramatiq.QUEUE_KEY.split(":", 1)[1], prefetch=DRAMATIQ_PREFETCH, timeout=100)
@@ -192,6 +212,55 @@ def dramatiq_loop(meter: Callgrind, n: int) -> Count:
     meter.end()
     consumer.close()
     return Count("Dramatiq", "loop", meter.counted, n)
+
+
+# -- the same loops on a native redis-server: CPU seconds, user and system ------------------
+
+
+class CpuMeter:
+    """A native redis-server's ``used_cpu_user`` / ``used_cpu_sys`` and requests read over a window."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.counted = 0
+        self.redis = redis.Redis.from_url(url, decode_responses=True)
+        self.window: tuple[float, float, int] = (0.0, 0.0, 0)
+
+    def _sample(self) -> tuple[float, float, int]:
+        info = self.redis.info("everything")
+        return float(info["used_cpu_user"]), float(info["used_cpu_sys"]), int(info["total_reads_processed"])
+
+    def begin(self) -> None:
+        self._before = self._sample()
+
+    def end(self) -> None:
+        after = self._sample()
+        self.window = (after[0] - self._before[0], after[1] - self._before[1], after[2] - self._before[2] - 1)
+
+
+def cpu_loops(n: int, reps: int) -> str:
+    """Both loops ``reps`` times, interleaved, on a native redis-server: Redis's CPU per job, user and system."""
+    from redflow.testing import RedisServer
+
+    rows: dict[str, list[tuple[float, float, float]]] = {"redflow-gevent": [], "Dramatiq": []}
+    with RedisServer() as server:
+        meter = CpuMeter(server.url)
+        os.environ["REDIS_URL"] = server.url
+        for rep in range(reps):
+            for loop in (redflow_loop, dramatiq_loop)[:: 1 if rep % 2 == 0 else -1]:
+                meter.redis.flushall()
+                count = loop(meter, n)
+                user_s, sys_s, reads = meter.window
+                rows[count.system].append((user_s * 1e6 / count.jobs, sys_s * 1e6 / count.jobs, reads / count.jobs))
+        meter.redis.close()
+    lines = ["| loop | Redis user CPU µs/job | system CPU µs/job | both | requests read/job |", "|---|---|---|---|---|"]
+    medians = {}
+    for system, values in rows.items():
+        user, sys_, reads = (statistics.median(column) for column in zip(*values))
+        medians[system] = user + sys_
+        lines.append(f"| {system} | {user:.1f} | {sys_:.1f} | {user + sys_:.1f} | {reads:.3f} |")
+    ratio = medians["redflow-gevent"] / medians["Dramatiq"]
+    return "\n".join([*lines, "", f"redflow-gevent ÷ Dramatiq, CPU (user + system), medians of {reps} interleaved reps: **{ratio:.2f}×**"])
 
 
 # -- drains by the real workers ---------------------------------------------------------
@@ -272,11 +341,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--only", choices=("loop", "drain"), help="one way only (default: both)")
     parser.add_argument("--redis-server", default=None, help="the redis-server binary (default: the one tests use)")
     parser.add_argument("--keep", action="store_true", help="keep the callgrind output files")
+    parser.add_argument("--cpu", action="store_true", help="instead: the loops on a native redis-server, CPU seconds user and system")
+    parser.add_argument("--reps", type=int, default=4, help="with --cpu: interleaved reps (default 4)")
     parser.add_argument("--worker", metavar="PREFIX", help=argparse.SUPPRESS)
     parser.add_argument("-c", type=int, default=500, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         return serve_worker(args.worker, args.c)
+    if args.cpu:
+        print(f"Redis CPU per job, the loops on a native redis-server, {args.n:,} jobs a loop:\n")
+        print(cpu_loops(args.n, args.reps))
+        return 0
     counts = measure(args)
     print(f"Redis instructions per job under callgrind, {args.n:,} jobs a measurement (enqueues not counted):\n")
     print(render(counts))
