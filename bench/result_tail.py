@@ -36,11 +36,7 @@ from collections import defaultdict  # noqa: E402
 from collections.abc import Sequence  # noqa: E402
 from typing import Any  # noqa: E402
 
-import gevent  # noqa: E402
-from gevent.pool import Group  # noqa: E402
-
-from redflow.bench import app as bench_app  # noqa: E402
-from redflow.bench.phases import drain, open_bench, preload, wait_warm  # noqa: E402
+from redflow.bench.phases import drain, open_bench, paced_runs, preload, wait_warm  # noqa: E402
 from redflow.bench.probe import percentiles  # noqa: E402
 from redflow.bench.report import load_text, machine  # noqa: E402
 from redflow.testing import RedisServer  # noqa: E402
@@ -90,29 +86,6 @@ class GcPauses:
     def within(self, start: float, end: float) -> float:
         """Seconds of collection between ``start`` and ``end``."""
         return sum(min(end, b) - max(start, a) for a, b, _ in self.pauses if b > start and a < end)
-
-
-def paced(bench: Any, count: int, rate: float) -> tuple[dict[str, float], dict[str, float]]:
-    """``count`` runs at ``rate``, a waiter each: (run id -> sent, run id -> result time)."""
-    sent: dict[str, float] = {}
-    results: dict[str, float] = {}
-    waiters = Group()
-
-    def wait(handle: Any) -> None:
-        handle.result(timeout=60)
-        results[handle.id] = time.time()
-
-    began = time.time()
-    for index in range(count):
-        delay = began + index / rate - time.time()
-        if delay > 0:
-            gevent.sleep(delay)
-        at = time.time()
-        handle = bench.client.run(bench_app.NOOP, None)
-        sent[handle.id] = at
-        waiters.spawn(wait, handle)
-    waiters.join(raise_error=True)
-    return sent, results
 
 
 def segments(
@@ -201,7 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         gcs = GcPauses()
         gc.callbacks.append(gcs)
         try:
-            sent, results = paced(bench, args.runs, args.rate)
+            sent, results, _ = paced_runs(bench, args.runs, args.rate)
         finally:
             gc.callbacks.remove(gcs)
         timings = bench.worker.timings(sent)
