@@ -51,7 +51,7 @@ class Claimed:
     claimed_at: float = 0.0
 
 
-class Claimer:
+class SlotClaimer:
     """Claims runs of ``queues`` for the slots of one worker (see the module docstring)."""
 
     def __init__(

@@ -27,7 +27,7 @@ from redflow.core.retention import Retention
 from redflow.core.version import VERSION
 from redflow.core.workflow_def import Registry, get_default_registry
 from redflow.engine.attempt import Attempt, Runtime
-from redflow.engine.claim import Claimer
+from redflow.engine.claim import SlotClaimer
 from redflow.engine.decide import Abandoned, Canceled, Failed, Outcome, Retrying, Skipped
 from redflow.engine.heartbeat import DEFAULT_BEAT_S, Heartbeat, WorkerStatus
 from redflow.engine.interrupts import WORKER_STOPPED
@@ -123,7 +123,7 @@ class Worker:
         self.id = new_id("worker")
         self._add_roles(store, client.targets)
         limited = limited_names(registry)
-        self.claimer = Claimer(store, self.queues, options, limited=limited, observers=self.observers, stopping=self._stopping)
+        self.claimer = SlotClaimer(store, self.queues, options, limited=limited, observers=self.observers, stopping=self._stopping)
         self.runtime = Runtime(
             store=store,
             client=client,
