@@ -29,6 +29,7 @@ setup(
         "test": [
             "pytest>=8",
             "pytest-benchmark>=4",
+            "pytest-xdist>=3.5",
             "hypothesis>=6.100",
             "gunicorn>=22",
             "prometheus_client>=0.17",

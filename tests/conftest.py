@@ -8,13 +8,34 @@ from gevent import monkey
 
 monkey.patch_all()
 
+import os  # noqa: E402
 from collections.abc import Iterator  # noqa: E402
 
+import gevent  # noqa: E402
 import pytest  # noqa: E402
 import redis  # noqa: E402
 
 from redflow import Registry, create_client  # noqa: E402
 from redflow.testing import RedisServer  # noqa: E402
+
+# The chaos report is gathered where the session ends (the pytest-xdist controller, or the only process).
+pytest_plugins = ["tests.chaos.report"]
+
+
+def _keep_the_hub_alive_in_an_xdist_worker() -> None:
+    """A pytest-xdist worker (scripts/test runs several) waits for its next test on an Event
+    that execnet's reader, a native thread started before the patching above, sets. gevent
+    wakes a hub from another thread only while its loop runs, and an idle loop exits
+    (LoopExit: "This operation would block forever"): a started async watcher keeps it running
+    at no cost (it never fires)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        watcher = gevent.get_hub().loop.async_()
+        watcher.start(lambda: None)
+        _KEEPALIVE.append(watcher)
+
+
+_KEEPALIVE: list[object] = []
+_keep_the_hub_alive_in_an_xdist_worker()
 
 # The shipped pytest plugin (redflow.testing.pytest_plugin) starts the
 # private server and makes prefixes and workers; these names are the suite's.
