@@ -37,6 +37,21 @@ def _keep_the_hub_alive_in_an_xdist_worker() -> None:
 _KEEPALIVE: list[object] = []
 _keep_the_hub_alive_in_an_xdist_worker()
 
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the xdist_group marks
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Order and group the tests for scripts/test's parallel workers (pytest-xdist, --dist loadgroup).
+
+    The tests marked ``slow`` come first: the long ones start first and the workers end together
+    (a long test picked up last would run alone at the end). Every test on the session's Redis
+    Cluster (the ``redis_cluster`` fixture, tests/cluster/) is in one group: one worker starts that
+    cluster of six servers, not each worker its own."""
+    for item in items:
+        if "redis_cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("redis-cluster"))
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: the rest keep their order
+
+
 # The shipped pytest plugin (redflow.testing.pytest_plugin) starts the
 # private server and makes prefixes and workers; these names are the suite's.
 
