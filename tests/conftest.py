@@ -8,48 +8,17 @@ from gevent import monkey
 
 monkey.patch_all()
 
-import os  # noqa: E402
 from collections.abc import Iterator  # noqa: E402
 
-import gevent  # noqa: E402
 import pytest  # noqa: E402
 import redis  # noqa: E402
 
 from redflow import Registry, create_client  # noqa: E402
 from redflow.testing import RedisServer  # noqa: E402
 
-# The chaos report is gathered where the session ends (the pytest-xdist controller, or the only process).
-pytest_plugins = ["tests.chaos.report"]
-
-
-def _keep_the_hub_alive_in_an_xdist_worker() -> None:
-    """A pytest-xdist worker (scripts/test runs several) waits for its next test on an Event
-    that execnet's reader, a native thread started before the patching above, sets. gevent
-    wakes a hub from another thread only while its loop runs, and an idle loop exits
-    (LoopExit: "This operation would block forever"): a started async watcher keeps it running
-    at no cost (it never fires)."""
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        watcher = gevent.get_hub().loop.async_()
-        watcher.start(lambda: None)
-        _KEEPALIVE.append(watcher)
-
-
-_KEEPALIVE: list[object] = []
-_keep_the_hub_alive_in_an_xdist_worker()
-
-
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the xdist_group marks
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Order and group the tests for scripts/test's parallel workers (pytest-xdist, --dist loadgroup).
-
-    The tests marked ``slow`` come first: the long ones start first and the workers end together
-    (a long test picked up last would run alone at the end). Every test on the session's Redis
-    Cluster (the ``redis_cluster`` fixture, tests/cluster/) is in one group: one worker starts that
-    cluster of six servers, not each worker its own."""
-    for item in items:
-        if "redis_cluster" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group("redis-cluster"))
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: the rest keep their order
+# scripts/test runs the tests in parallel processes (tests/parallel.py); the chaos report is
+# gathered where the session ends (the pytest-xdist controller, or the only process).
+pytest_plugins = ["tests.parallel", "tests.chaos.report"]
 
 
 # The shipped pytest plugin (redflow.testing.pytest_plugin) starts the

@@ -40,7 +40,7 @@ def drained(er, keys):
 LOAD = ("long", 20_000) if LONG_TESTS else ("bounded", 5_000)
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 @pytest.mark.parametrize("total", [LOAD[1]], ids=[LOAD[0]])
 def test_two_step_runs_through_two_500_slot_workers_end_once_each_none_lost_or_stuck(
     total, engine, er, chaos_client, workers, side, witness, report
@@ -83,7 +83,7 @@ HEAVY = SoakPlan("heavy", runs=50_000, chaos_s=120.0, concurrency=200)
 PLAN = HEAVY if os.environ.get("REDFLOW_CHAOS_SOAK") == "1" else BOUNDED
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 @pytest.mark.engine(persistent=True)
 @pytest.mark.parametrize("plan", [PLAN], ids=[PLAN.name])
 def test_soak_of_worker_kills_connection_drops_and_redis_restarts_loses_and_double_finalizes_nothing(

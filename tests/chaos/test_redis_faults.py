@@ -30,7 +30,7 @@ def submit(client, count, **options):
     return [h.id for h in client.run_many("journey", [options] * count)]
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 @pytest.mark.engine(persistent=True)
 @pytest.mark.parametrize("how", ["stop", "kill"], ids=["sigterm", "sigkill"])
 def test_runs_submitted_before_and_after_a_restart_of_a_persistent_redis_all_end_once(
