@@ -15,7 +15,7 @@ setup(
     include_package_data=True,
     package_data={
         "redflow": ["py.typed"],
-        "redflow.ops": ["dashboard_assets/*.html", "dashboard_assets/*.css"],
+        "redflow.ops.dashboard": ["assets/*.html", "assets/*.css"],
         "redflow.store": ["lua/*.lua"],
     },
     install_requires=[
@@ -44,8 +44,10 @@ setup(
             "opentelemetry-sdk>=1.20",
         ],
         "metrics": ["prometheus_client>=0.17"],
-        # tracing (redflow.ops.otel); the SDK to export spans, the API alone to emit them
+        # tracing (redflow.ops.observe.otel); the SDK to export spans, the API alone to emit them
         "otel": ["opentelemetry-api>=1.20", "opentelemetry-sdk>=1.20"],
+        # the docs site (mkdocs.yml; scripts/docs, tests/test_docs.py)
+        "docs": ["mkdocs>=1.6", "mkdocs-material>=9.5", "mkdocstrings[python]>=0.27"],
         # bench/peers.py: the same no-op jobs through Dramatiq and Huey, side by side
         "peers": ["dramatiq[redis,gevent]>=1.15", "huey>=2.5"],
     },

@@ -90,7 +90,7 @@ class Redflow:
         return self._enqueued - int(probe.call("ZCARD", self.client.keys.runs_status("succeeded")))
 
     def commands(self) -> list[list[str]]:
-        from redflow.ops.supervisor import cli_command
+        from redflow.ops.cli.supervisor import cli_command
 
         worker = ["worker", "-A", "redflow.bench.app:registry", "-c", str(self.concurrency), "--prefix", self.client.prefix]
         return [[*cli_command(), "--log-level", "warning", *worker, "--processes", str(self.processes)]]

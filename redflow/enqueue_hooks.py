@@ -1,4 +1,4 @@
-"""Hooks around every enqueue and event emission of every client (tracing: ``redflow.ops.otel``).
+"""Hooks around every enqueue and event emission of every client (tracing: ``redflow.ops.observe.otel``).
 
 Kept apart from the client so that the client's modules (``client``,
 ``client_events``) share one list of hooks. No hook registered: an

@@ -10,7 +10,7 @@ from helpers import request, wait_until, write_finished_runs
 from redflow import define_workflow
 from redflow.core import tally
 from redflow.ops.dashboard import serve
-from redflow.ops.series import CHART_NAMES
+from redflow.ops.dashboard.series import CHART_NAMES
 
 SVG = "{http://www.w3.org/2000/svg}"
 BAR_TITLE = re.compile(r"^\d\d:\d\d: (\d+) (succeeded|failed|canceled)$")

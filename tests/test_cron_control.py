@@ -10,7 +10,7 @@ from helpers import wait_until
 
 from redflow import Registry, define_workflow
 from redflow.core.errors import RedflowError
-from redflow.ops import cron_control
+from redflow.ops.control import cron as cron_control
 
 
 @pytest.fixture

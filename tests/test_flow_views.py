@@ -11,8 +11,8 @@ from test_dashboard import dashboard, request  # noqa: F401 - the fixture
 from test_metrics import scrape, value
 
 from redflow import Concurrency, RateLimit, define_workflow
-from redflow.ops.limits_view import flow_rows
-from redflow.ops.metrics import MetricsObserver, MetricsServer
+from redflow.ops.observe.metrics import MetricsObserver, MetricsServer
+from redflow.ops.views.flow import flow_rows
 
 
 def _busy(start, registry, client, **worker_options):

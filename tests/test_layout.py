@@ -7,6 +7,7 @@ import ast
 import pkgutil
 import re
 
+import pytest
 from helpers import ROOT
 
 import redflow
@@ -98,3 +99,180 @@ def test_every_lua_script_is_a_file_with_a_header_and_no_python_string_holds_lua
         assert (LUA / f"{helper}.lua").read_text().startswith("-- Helper"), helper
     lua_in_python = re.compile(r"redis\.call\(")
     assert [p.name for p in PACKAGE.rglob("*.py") if lua_in_python.search(p.read_text())] == []
+
+
+# -- the import graph --------------------------------------------------------------------
+#
+# Edges are the modules a file names in an import statement, wherever it stands:
+# at the top, deferred into a function, or under ``if TYPE_CHECKING:`` (those
+# never run, but a module that needs another's types and is needed by it back is
+# the coupling issue 29 undoes; ``import_graph(type_checking=False)`` leaves them
+# out). Importing ``a.b.c`` also runs ``a/__init__`` and ``a/b/__init__``; those
+# implicit edges to parent packages are left out (a package re-exporting its
+# modules would otherwise be a circle with each of them).
+
+#: The packages checked for circles and for calls into other modules' underscore names.
+#: The rest of redflow/ joins once the client and engine are untangled (issue 29).
+CHECKED_PACKAGES = ["redflow.ops"]
+
+
+def package_modules() -> dict[str, ast.Module]:
+    """Every module of redflow/ by dotted name, parsed."""
+    return {module_name(path): ast.parse(path.read_text()) for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def is_package(module: str) -> bool:
+    return (ROOT / module.replace(".", "/") / "__init__.py").exists()
+
+
+def from_base(importer: str, node: ast.ImportFrom) -> str:
+    """The absolute name of the module a ``from ... import`` reads from (relative ones resolved)."""
+    if not node.level:
+        return node.module or ""
+    package = importer if is_package(importer) else importer.rpartition(".")[0]
+    for _ in range(node.level - 1):
+        package = package.rpartition(".")[0]
+    return f"{package}.{node.module}" if node.module else package
+
+
+def resolved(importer: str, node: ast.Import | ast.ImportFrom, known: set[str]) -> list[str]:
+    """The modules of redflow/ that ``node`` (in ``importer``) names: ``from a import b``
+    names the module ``a.b`` if there is one, else ``a``."""
+    if isinstance(node, ast.Import):
+        names = [alias.name for alias in node.names]
+    else:
+        base = from_base(importer, node)
+        names = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base for alias in node.names]
+    found = []
+    for name in names:
+        while name and name not in known:  # `import redflow.ops.cli.x` of a name inside a module
+            name = name.rpartition(".")[0]
+        if name and name != importer:
+            found.append(name)
+    return found
+
+
+def import_graph(*, type_checking: bool = True) -> dict[str, set[str]]:
+    """Module -> the modules of redflow/ it imports (see the note above)."""
+    trees = package_modules()
+    known = set(trees)
+    graph: dict[str, set[str]] = {}
+    for importer, tree in trees.items():
+        edges: set[str] = set()
+
+        def visit(node: ast.AST, importer: str = importer, edges: set[str] = edges) -> None:
+            for child in ast.iter_child_nodes(node):
+                if not type_checking and isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                    for sub in child.orelse:
+                        visit(sub)
+                    continue
+                if isinstance(child, (ast.Import, ast.ImportFrom)):
+                    edges.update(resolved(importer, child, known))
+                visit(child)
+
+        visit(tree)
+        graph[importer] = edges
+    return graph
+
+
+def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's strongly connected components of ``graph`` with more than one module: its circles."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+
+    def connect(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                connect(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            connect(node)
+    return circles
+
+
+def within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def test_strongly_connected_finds_circles_and_only_circles():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": {"e"}, "e": set(), "f": {"f"}}
+    assert strongly_connected(graph) == [["a", "b", "c"]]
+
+
+@pytest.mark.parametrize("package", CHECKED_PACKAGES)
+def test_no_module_imports_one_that_imports_it_back(package):
+    circles = [circle for circle in strongly_connected(import_graph()) if any(within(m, package) for m in circle)]
+    assert circles == []
+
+
+def underscore_calls(importer: str, tree: ast.Module, known: set[str]) -> list[str]:
+    """Where ``importer`` names another module's underscore name: ``from m import _x``,
+    or ``m._x`` where ``m`` is a module of redflow/ it imported (dunder names are public)."""
+
+    def private(name: str) -> bool:
+        return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+    found = []
+    modules: dict[str, str] = {}  # local name -> module of redflow/
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = from_base(importer, node)
+            for alias in node.names:
+                if private(alias.name) and base.startswith("redflow"):
+                    found.append(f"{importer}:{node.lineno} imports {alias.name} from {base}")
+                elif f"{base}.{alias.name}" in known:
+                    modules[alias.asname or alias.name] = f"{base}.{alias.name}"
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name in known:
+                    modules[alias.asname or alias.name] = alias.name
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and private(node.attr):
+            owner = modules.get(ast.unparse(node.value))
+            if owner is not None and owner != importer:
+                found.append(f"{importer}:{node.lineno} uses {owner}.{node.attr}")
+    return found
+
+
+def test_underscore_calls_finds_imported_and_attribute_uses_of_private_names():
+    known = {"redflow.ops.format", "redflow.ops.cli", "redflow.ops.cli.runs", "redflow.core.codec"}
+    source = (
+        "import redflow.core.codec\n"
+        "from redflow.ops import format\n"
+        "from redflow.ops.cli import runs as commands\n"
+        "from redflow.core.codec import _offender, dumps\n"
+        "format._private(1); commands._confirm(''); redflow.core.codec._walk; format.__name__; other._fine\n"
+    )
+    assert sorted(underscore_calls("redflow.ops.x", ast.parse(source), known)) == [
+        "redflow.ops.x:4 imports _offender from redflow.core.codec",
+        "redflow.ops.x:5 uses redflow.core.codec._walk",
+        "redflow.ops.x:5 uses redflow.ops.cli.runs._confirm",
+        "redflow.ops.x:5 uses redflow.ops.format._private",
+    ]
+
+
+@pytest.mark.parametrize("package", CHECKED_PACKAGES)
+def test_no_module_uses_another_modules_underscore_names(package):
+    trees = package_modules()
+    found = [hit for name, tree in trees.items() if within(name, package) for hit in underscore_calls(name, tree, set(trees))]
+    assert found == []

@@ -18,7 +18,7 @@ from helpers import wait_until
 from prometheus_client.parser import text_string_to_metric_families
 
 from redflow import define_workflow
-from redflow.ops.metrics import MetricsObserver
+from redflow.ops.observe.metrics import MetricsObserver
 
 
 def _lost_leases_metric(observer: MetricsObserver) -> float:

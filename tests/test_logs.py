@@ -13,7 +13,7 @@ import pytest
 from helpers import CLI, ROOT, wait_until
 
 from redflow import define_workflow
-from redflow.ops.logs import JsonFormatter
+from redflow.ops.observe.logs import JsonFormatter
 
 RUN_FIELDS = ("run_id", "workflow", "attempt")
 
@@ -101,7 +101,7 @@ def test_the_text_format_keeps_each_record_on_its_own_lines_whatever_the_message
     messages are escaped, and traceback lines are indented, so column 0 only ever starts a record."""
     import io
 
-    from redflow.ops.logs import setup_logging
+    from redflow.ops.observe.logs import setup_logging
 
     stream = io.StringIO()
     setup_logging("info", "text", stream)

@@ -11,7 +11,7 @@ from helpers import CLI, WorkerProcess, wait_until
 from prometheus_client.parser import text_string_to_metric_families
 
 from redflow import NonRetryableError, RedflowError, define_workflow
-from redflow.ops.metrics import MetricsObserver, MetricsServer, parse_listen, start_metrics_server
+from redflow.ops.observe.metrics import MetricsObserver, MetricsServer, parse_listen, start_metrics_server
 from redflow.testing import free_port
 
 

@@ -18,7 +18,7 @@ from test_embedding import call
 
 from examples import web_app
 from redflow import define_workflow
-from redflow.ops import otel
+from redflow.ops.observe import otel
 
 
 @pytest.fixture
@@ -159,7 +159,7 @@ build_parser()
 registry = Registry()
 define_workflow("plain", registry=registry)(lambda ctx: None)
 client = create_client(sys.argv[1], prefix=sys.argv[2], registry=registry)
-print(client.run("plain", {}, tags={"t": "1"}).id, "redflow.ops.otel" in sys.modules)
+print(client.run("plain", {}, tags={"t": "1"}).id, "redflow.ops.observe.otel" in sys.modules)
 """
 
 

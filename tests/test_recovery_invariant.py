@@ -144,7 +144,7 @@ def test_retry_requeues_a_stuck_running_run_and_a_worker_finishes_it(client, r, 
 
 
 def test_retry_refuses_a_running_run_a_live_worker_holds_and_says_why(client, r):
-    from redflow.ops.admin import retry_run
+    from redflow.ops.control.runs import retry_run
 
     run_id = client.run("two-steps").id
     assert _claim(r, client.keys) == run_id

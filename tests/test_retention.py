@@ -204,6 +204,74 @@ def test_max_finished_keeps_the_newest_runs_of_the_workflow(start, client, regis
     assert all(traces(client, run_id, "capped") == [] for run_id in by_age[:30])
 
 
+def test_max_finished_holds_however_many_live_runs_are_the_oldest_of_the_index(start, client, registry, r):
+    """600 runs waiting an hour head the index, ahead of a page (500): the cap's
+    walk steps past them (a cursor) and reaches the finished runs behind."""
+
+    @define_workflow("crowded", retention=Retention(succeeded=None, max_finished=100), registry=registry)
+    def crowded(ctx):
+        return ctx.input
+
+    live = {crowded.run(i, client=client, delay=3600).id for i in range(600)}
+    done = client.run_many(crowded, range(150))
+    start(concurrency=20, clean_retention=False)
+    wait_until(lambda: client.count_runs("succeeded") == 150, timeout=30)
+    cleaner = RetentionCleaner(client, default=DEFAULT_RETENTION)
+    for _ in range(20):
+        cleaner.step()
+        if r.zcard(client.keys.workflow_runs("crowded")) == 600:
+            break
+    assert set(r.zrange(client.keys.workflow_runs("crowded"), 0, -1)) == live  # live runs count toward the cap and stay
+    assert cleaner.purged == 150 and all(traces(client, h.id, "crowded") == [] for h in done)
+    cleaner.stop()
+
+
+def _synthetic_runs(client, workflow, statuses, created_ms):
+    """Run hashes and index entries as a worker leaves them, all created in one ms
+    (as ``run_workflows`` creates its children): ids in index order."""
+    k, pipe = client.keys, client.redis.pipeline(transaction=False)
+    ids = [f"run_{workflow}-{i:04d}" for i in range(len(statuses))]
+    for run_id, status in zip(ids, statuses):
+        fields = {"workflow": workflow, "queue": "default", "status": status, "createdAt": created_ms}
+        if status == "succeeded":
+            fields["finishedAt"] = created_ms + 1
+        pipe.hset(k.run(run_id), mapping=fields).zadd(k.runs_status(status), {run_id: fields.get("finishedAt", created_ms)})
+        pipe.zadd(k.runs_created(), {run_id: created_ms}).zadd(k.workflow_runs(workflow), {run_id: created_ms})
+    pipe.execute()
+    return ids
+
+
+def test_the_cap_walk_pages_through_runs_created_in_one_ms_and_comes_round_again(client, registry, r):
+    """Pages of 50 over 130 runs of one createdAt (ties ordered by id), the 70
+    oldest live: every finished run is reached; live runs that end after the
+    walk passed them go when it comes round again."""
+
+    @define_workflow("tied", retention=Retention(succeeded=None, max_finished=10), registry=registry)
+    def tied(ctx):
+        return None
+
+    client.sync_registry(registry)
+    ids = _synthetic_runs(client, "tied", ["scheduled"] * 70 + ["succeeded"] * 60, client.now_ms() - 5000)
+    cleaner = RetentionCleaner(client, default=DEFAULT_RETENTION, page=50)
+    index = client.keys.workflow_runs("tied")
+    for _ in range(20):
+        cleaner.step()
+        if r.zcard(index) == 70:
+            break
+    assert r.zrange(index, 0, -1) == ids[:70] and cleaner.purged == 60
+    k, now = client.keys, client.now_ms()
+    for run_id in ids[:30]:  # 30 of the live runs end now, behind the walk
+        r.hset(k.run(run_id), mapping={"status": "succeeded", "finishedAt": now})
+        r.zrem(k.runs_status("scheduled"), run_id)
+        r.zadd(k.runs_status("succeeded"), {run_id: now})
+    for _ in range(20):
+        cleaner.step()
+        if r.zcard(index) == 40:
+            break
+    assert r.zrange(index, 0, -1) == ids[30:70] and cleaner.purged == 90
+    cleaner.stop()
+
+
 def test_runs_of_workflows_that_stored_no_retention_get_the_workers_default(start, client, registry, r):
     @define_workflow("foreign", registry=registry)
     def foreign(ctx):

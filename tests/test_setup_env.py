@@ -1,5 +1,6 @@
 """scripts/setup-env installs what its caller needs and nothing more: the demo
-gets redis-server (and the package), the tests also faketime and Chromium.
+gets redis-server (and the package), the docs the [docs] extras, the tests
+also faketime and Chromium (and the [test] and [docs] extras).
 
 The script runs from a copy whose PATH holds only a few real tools and a stub
 apt-get that records what it was asked to install (and a .venv already up
@@ -28,7 +29,7 @@ def bare_machine(tmp_path):
     venv_bin.mkdir(parents=True)
     (venv_bin / "python").write_text('#!/bin/sh\necho "python $*" >> "$APT_LOG"\n')
     (venv_bin / "python").chmod(0o755)
-    for stamp in (".redflow-installed", ".redflow-test-installed"):
+    for stamp in (".redflow-installed", ".redflow-test-installed", ".redflow-docs-installed"):
         (tmp_path / ".venv" / stamp).touch()  # newer than setup.py: the package is installed
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -45,7 +46,10 @@ def bare_machine(tmp_path):
         done = subprocess.run([shutil.which("bash"), str(tmp_path / "scripts" / "setup-env"), *args], env=env,
                               capture_output=True, text=True, timeout=60)  # fmt: skip
         assert done.returncode == 0, done.stderr
-        return [Path(line.split()[0]).name + " " + " ".join(line.split()[1:]) for line in apt_log.read_text().splitlines()]
+        return [
+            Path(line.split()[0]).name + " " + " ".join(line.split()[1:])
+            for line in (apt_log.read_text() if apt_log.exists() else "").splitlines()
+        ]
 
     return run
 
@@ -62,3 +66,20 @@ def test_the_test_set_up_also_installs_faketime_and_chromium(bare_machine):
 def test_scripts_demo_runs_the_set_up_without_test_extras():
     demo = (ROOT / "scripts" / "demo").read_text()
     assert "scripts/setup-env\n" in demo and "--test" not in demo
+
+
+def test_the_docs_set_up_installs_no_debian_package(bare_machine):
+    assert bare_machine("--docs") == []
+
+
+@pytest.mark.parametrize(("option", "spec"), [("", "."), ("--docs", ".[docs]"), ("--test", ".[test,docs]")])
+def test_each_set_up_installs_its_extras_when_setup_py_is_newer(bare_machine, tmp_path, option, spec):
+    (tmp_path / "setup.py").touch()
+    os.utime(tmp_path / "setup.py", (2**31, 2**31))  # newer than every stamp
+    pips = [line for line in bare_machine(*[option] if option else []) if " pip install " in line]
+    assert pips == [f"python -m pip install -q --disable-pip-version-check -e {spec}"]
+
+
+def test_scripts_docs_builds_strictly_after_the_docs_set_up():
+    docs = (ROOT / "scripts" / "docs").read_text()
+    assert "scripts/setup-env --docs\n" in docs and "mkdocs build --strict" in docs

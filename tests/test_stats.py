@@ -9,7 +9,7 @@ from helpers import CLI, ROOT, write_finished_runs
 
 from redflow import NonRetryableError, RedflowError, define_workflow
 from redflow.core import codec
-from redflow.ops.stats import parse_window, workflow_stats
+from redflow.ops.views.stats import parse_window, workflow_stats
 
 
 def percentile(values, p):

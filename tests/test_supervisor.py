@@ -10,8 +10,7 @@ import gevent
 import pytest
 from helpers import WorkerProcess, wait_until
 
-from redflow.ops import supervisor
-from redflow.ops.cli import main
+from redflow.ops.cli import main, supervisor
 
 STARTED = re.compile(r"worker process (\d+) started \(pid (\d+)\)")
 

@@ -424,7 +424,7 @@ def test_runs_show_and_the_dashboard_say_why_a_run_waits_and_show_its_progress(s
 )
 def test_a_parked_runs_wait_is_described_in_words(fields, wait, shown):
     from redflow.core.models import Run, Step
-    from redflow.ops.admin import describe_wait
+    from redflow.ops.format import describe_wait
 
     run = Run.from_hash("run_x", {"workflow": "w", "status": "scheduled", "parkedStep": "w", **fields})
     steps = [] if wait is None else [Step.from_json("w", codec.dumps({"status": "running", "seq": 1, "startedAt": 1, "wait": wait}))]

@@ -16,7 +16,7 @@ from redflow import CorruptDataError, RedflowError, WorkerOptions, create_client
 from redflow.core import codec, tally
 from redflow.core.models import WorkerRecord
 from redflow.engine.heartbeat import Heartbeat, WorkerStatus
-from redflow.ops.workers import list_workers, totals
+from redflow.ops.views.workers import list_workers, totals
 from redflow.testing import RedisServer
 
 

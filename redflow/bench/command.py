@@ -36,7 +36,7 @@ DESCRIPTION = (
 
 
 def register(subparsers: Any) -> None:
-    """Add the ``bench`` sub-command (see ``redflow.ops.cli.COMMAND_MODULES``)."""
+    """Add the ``bench`` sub-command (see ``redflow.ops.cli.parser.COMMAND_MODULES``)."""
     p = subparsers.add_parser("bench", help="measure a worker: throughput, latency, Redis commands, CPU, memory",
                               description=DESCRIPTION)  # fmt: skip
     p.add_argument("-c", "--concurrency", type=int, default=500, help="worker slots (default 500)")

@@ -27,7 +27,7 @@ from redflow.bench import app as bench_app
 from redflow.bench.probe import AttemptRecorder, BenchError, Probe, Timing
 from redflow.core.keys import Keys
 from redflow.core.models import RunField
-from redflow.ops.supervisor import cli_command
+from redflow.ops.cli.supervisor import cli_command
 
 #: How often a subprocess worker's progress is polled (ZCARD of the terminal status indexes).
 POLL_S = 0.02

@@ -24,6 +24,9 @@ RUN_STATUSES: Final = ("scheduled", "queued", "running", "succeeded", "failed", 
 TERMINAL_STATUSES: Final = frozenset({"succeeded", "failed", "canceled"})
 
 
+_CHILDREN: Final = ":children"
+
+
 def enc(value: str) -> str:
     """Length-prefix one composite part: ``enc("ab") == "2:ab"``."""
     return f"{len(value)}:{value}"
@@ -125,8 +128,16 @@ class Keys:
         """zset (redflow-gevent extension): child run id -> createdAt ms, the runs
         started with this run as their parent (``parentRunId``); ``queue`` is the
         parent's. Written before the child is enqueued, so it may name a child
-        that was never created: readers skip ids without a run hash."""
-        return f"{self._scoped(queue)}run:{run_id}:children"
+        that was never created: readers skip ids without a run hash. Always
+        ``run(run_id, queue) + ":children"`` (see :meth:`run_of_children`)."""
+        return f"{self.run(run_id, queue)}{_CHILDREN}"
+
+    @staticmethod
+    def run_of_children(children_key: str) -> str:
+        """The run key of the parent whose :meth:`run_children` index is ``children_key``."""
+        if not children_key.endswith(_CHILDREN):
+            raise RedflowError(f"not a children index: {children_key!r}")
+        return children_key.removesuffix(_CHILDREN)
 
     def run_done(self, run_id: str, queue: str | None = None) -> str:
         """list (redflow-gevent extension): one token pushed when the run ends.
@@ -333,6 +344,18 @@ class Keys:
         per (queue, status, retention ms): JSON ``{score, member, kept, workflows}``."""
         return self._p + "retention:cursors"
 
+    def retention_cap_cursors(self) -> str:
+        """hash: the retention cleaner's place in each capped workflow's
+        ``workflow-runs`` index (``max_finished``), per ``enc(queue) + workflow``:
+        JSON ``{score, member, kept}``."""
+        return self._p + "retention:cap-cursors"
+
+    def retention_held(self, queue: str | None = None) -> str:
+        """zset: run id -> ms of its next look, for finished children whose
+        retention has passed but whose parent was unfinished when the cleaner
+        reached them (it keeps them until the parent ends; cluster: per the child's queue)."""
+        return self._scoped(queue) + "retention:held"
+
     # -- durable waits and fan-out (redflow-gevent extensions) ------------------
     def run_children_ended(self, run_id: str, queue: str | None = None) -> str:
         """set: ids of the run's ``step.run_workflows`` children that have ended
@@ -343,13 +366,16 @@ class Keys:
 
     def event_waiters(self, event: str) -> str:
         """hash: run id -> JSON of its wait (queue, step, match, the waiting step
-        record), for runs parked in ``step.wait_for_event(event)``. Emitting
-        ``event`` reads it; an entry goes when its wait ends."""
+        record, since: when the entry was first written, Redis ms), for runs
+        parked in ``step.wait_for_event(event)``. Emitting ``event`` reads
+        it; an entry goes when its wait ends."""
         return f"{self._p}event:waiters:{enc(event)}"
 
     def scheduled_events(self) -> str:
         """zset: JSON ``{id, event, payloadJson}`` -> fire ms: events that
-        ``schedule_event`` delivers to waiting runs when they fire."""
+        ``schedule_event`` delivers to waiting runs when they fire; one a
+        worker is delivering is ``claimed:<fire ms>:<that JSON>`` -> the end
+        of its claim (claim_scheduled_events.lua)."""
         return self._p + "events:scheduled"
 
 

@@ -378,17 +378,26 @@ def step_waiting_json(seq: int, started_at: int, wait: Wait) -> str:
 @dataclass(frozen=True, slots=True)
 class EventWaiter:
     """An entry of ``P:event:waiters:<event>``: where the waiting run's step is,
-    what the payload must contain, and the step's waiting record (a delivery
-    only lands while the step still holds exactly that record)."""
+    what the payload must contain, the step's waiting record (a delivery only
+    lands while the step still holds exactly that record) and ``since``, when
+    the entry first existed by Redis's clock (ms with a microsecond fraction,
+    written by ``register_waiter``; None in an entry from before it was kept)."""
 
     run_id: str
     queue: str
     step: str
     match: dict[str, Any]
     record: str
+    since: float | None = None
 
-    def to_json(self) -> str:
-        return codec.dumps({"queue": self.queue, "step": self.step, "match": self.match, "record": self.record})
+    def head(self) -> str:
+        """The entry's JSON up to its ``since`` (without the closing brace): what
+        names the wait. ``register_waiter`` appends ``,"since":<ms>}``."""
+        return codec.dumps({"queue": self.queue, "step": self.step, "match": self.match, "record": self.record})[:-1]
+
+    def began_before(self, at_ms: float) -> bool:
+        """Whether the wait's entry existed before ``at_ms`` (Redis ms); an entry without a stamp did."""
+        return self.since is None or self.since < at_ms
 
     def resolved(self, payload_json: str, now: int) -> str | None:
         """The succeeded record that replaces the waiting one (the payload is the
@@ -413,7 +422,9 @@ class EventWaiter:
         if not isinstance(entry, dict) or not all(isinstance(entry.get(k), str) for k in ("queue", "step", "record")):
             return None
         match = entry.get("match")
-        return cls(run_id, entry["queue"], entry["step"], match if isinstance(match, dict) else {}, entry["record"])
+        since = entry.get("since")
+        since = since if isinstance(since, (int, float)) and not isinstance(since, bool) else None
+        return cls(run_id, entry["queue"], entry["step"], match if isinstance(match, dict) else {}, entry["record"], since)
 
 
 def json_equal(a: Any, b: Any) -> bool:

@@ -11,12 +11,17 @@ the lane of its own value; a cursor is kept in Redis
 (``P:retention:cursors``) so a restart resumes where it was, and a lane
 starts again from the beginning once when a workflow joins it.
 
+A child whose parent is unfinished is kept (store/purge.py): a lane walks
+on past it and notes it in ``P:retention:held`` (engine/retention_holds.py),
+looked at again until its parent has ended. ``max_finished`` is a walk of
+its own over each capped workflow's runs (engine/retention_cap.py).
+
 Each workflow's retention is read from its metadata (``retentionJson``,
 written at sync), so a worker applies the right retention to workflows it
 does not run; workflows that stored none get the worker's default. One
 worker at a time cleans (a leader lock), and a pass reads at most ``page``
-index entries plus the ``max_finished`` excess, so it stays bounded however
-much is due.
+index entries, ``page`` held children a queue, and a page of each capped
+workflow over its cap, so it stays bounded however much is due.
 """
 
 from __future__ import annotations
@@ -26,10 +31,12 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from redflow.core import codec
 from redflow.core.models import WorkflowField, retention_from_json
 from redflow.core.retention import FINISHED_STATUSES, Retention
+from redflow.engine import retention_holds
 from redflow.engine.leader import LeaderLock
+from redflow.engine.retention_cap import cap_pass, capped_workflows
+from redflow.engine.retention_cursor import Cursor, Page
 from redflow.store.purge import Seen, purge_runs, read_runs
 
 if TYPE_CHECKING:
@@ -44,8 +51,6 @@ LOCK_MS = 10_000
 TABLE_TTL_S = 10.0
 #: Stands for "workflows that stored no retention" in a lane's members.
 DEFAULT_MEMBER = "*"
-#: Index entries as ZRANGEBYSCORE WITHSCORES returns them: (run id, score).
-Page = list[tuple[str, float]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,39 +65,6 @@ class Lane:
     @property
     def field(self) -> str:
         return f"{self.queue or ''}|{self.status}|{self.keep_ms}"
-
-
-@dataclass(slots=True)
-class Cursor:
-    """Where a lane is: past (score, member), with ``kept`` entries at that
-    score left in place (they size the next read); ``members`` a lane has served."""
-
-    score: float | None = None
-    member: str = ""
-    kept: int = 0
-    members: frozenset[str] = frozenset()
-
-    @classmethod
-    def load(cls, raw: str | None, lane: Lane) -> tuple[Cursor, bool]:
-        """The stored cursor of ``lane``, or a fresh one (and True: store it)
-        when there is none, it does not read, or a workflow joined the lane
-        since (its older runs may be due now: the walk starts again once)."""
-        record = codec.try_loads(raw)
-        members: frozenset[str] = frozenset()
-        if isinstance(record, dict):
-            members = frozenset(m for m in record.get("workflows") or () if isinstance(m, str))
-            score, kept = record.get("score"), record.get("kept")
-            if lane.members <= members and (score is None or isinstance(score, int | float)) and isinstance(kept, int):
-                return cls(score, str(record.get("member") or ""), kept, members), False
-        # The union: workers whose tables differ for a moment do not restart the lane in turn.
-        return cls(members=members | lane.members), True
-
-    def dump(self) -> str:
-        return codec.dumps({"score": self.score, "member": self.member, "kept": self.kept, "workflows": sorted(self.members)})
-
-    def is_behind(self, member: str, score: float) -> bool:
-        """Whether an entry read again was already handled by this cursor."""
-        return self.score is not None and score == self.score and member <= self.member
 
 
 class RetentionCleaner:
@@ -116,6 +88,7 @@ class RetentionCleaner:
         self._refresh()
         now = self.client.now_ms()
         busy = self._expire(now)
+        busy = self._release(now) or busy
         busy = self._cap() or busy
         return 0.0 if busy else self.interval_s
 
@@ -153,20 +126,21 @@ class RetentionCleaner:
         if not lanes:
             return False
         redis, keys = self.client.redis, self.client.keys
-        loaded = [Cursor.load(raw, lane) for lane, raw in zip(lanes, redis.hmget(keys.retention_cursors(), [ln.field for ln in lanes]))]
+        raws = redis.hmget(keys.retention_cursors(), [ln.field for ln in lanes])
+        loaded = [Cursor.load(raw, lane.members) for lane, raw in zip(lanes, raws)]
         sizes = self._page_sizes(lanes)
         pipe = redis.pipeline(transaction=False)
         for lane, (cursor, _), size in zip(lanes, loaded, sizes):
-            low = "-inf" if cursor.score is None else cursor.score
-            pipe.zrangebyscore(keys.runs_status(lane.status, lane.queue), low, now - lane.keep_ms, 0, cursor.kept + size, True)
+            pipe.zrangebyscore(keys.runs_status(lane.status, lane.queue), cursor.low, now - lane.keep_ms, 0, cursor.kept + size, True)
         pages: list[Page] = pipe.execute()
-        fresh = [[(m, s) for m, s in page if not cursor.is_behind(m, s)] for page, (cursor, _) in zip(pages, loaded)]
+        fresh = [cursor.fresh(page) for page, (cursor, _) in zip(pages, loaded)]
         runs = read_runs(redis, keys, [(lane.queue, member) for lane, entries in zip(lanes, fresh) for member, _ in entries])
         verdicts = iter(runs)
         due = [run for lane, entries in zip(lanes, fresh) for _ in entries for run in [next(verdicts)] if self._is_due(run, lane)]
-        purged, removed = purge_runs(self.client.scripts, redis, due)
-        self._count(purged, "ended longer ago than their retention")
-        self._save_cursors(lanes, loaded, pages, removed)
+        outcome = purge_runs(self.client.scripts, redis, due)
+        retention_holds.hold(redis, self.client.scripts, outcome.held, now)  # the lane walks on: looked at again there
+        self._count(outcome.count, "ended longer ago than their retention")
+        self._save_cursors(lanes, loaded, pages, outcome.removed)
         self._full = {lane.field for lane, page, (cursor, _), size in zip(lanes, pages, loaded, sizes) if len(page) >= cursor.kept + size}
         return bool(self._full)
 
@@ -185,43 +159,28 @@ class RetentionCleaner:
         keep_ms = self.retention_of(run.workflow).keep_ms(lane.status)
         return run.status == lane.status and keep_ms is not None and keep_ms <= lane.keep_ms
 
-    def _save_cursors(
-        self, lanes: list[Lane], loaded: list[tuple[Cursor, bool]], pages: list[list[tuple[str, float]]], removed: set[str]
-    ) -> None:
+    def _save_cursors(self, lanes: list[Lane], loaded: list[tuple[Cursor, bool]], pages: list[Page], removed: frozenset[str]) -> None:
         changed: dict[str, str] = {}
         for lane, (cursor, fresh_cursor), page in zip(lanes, loaded, pages):
             if page:
-                member, score = page[-1]
-                kept = sum(1 for m, s in page if s == score and m not in removed)
-                cursor = Cursor(score, max(member, cursor.member) if score == cursor.score else member, kept, cursor.members)
+                cursor = cursor.past(page, *page[-1], removed)
             if page or fresh_cursor:
                 changed[lane.field] = cursor.dump()
         if changed:
             self.client.redis.hset(self.client.keys.retention_cursors(), mapping=changed)
 
+    def _release(self, now: int) -> bool:
+        """Children held for their parent that are due for a look; returns whether more were due."""
+        client = self.client
+        purged, more = retention_holds.release_pass(client.scripts, client.redis, self._queues, self.retention_of, now, self.page)
+        self._count(purged, "kept until their parent ended")
+        return more
+
     def _cap(self) -> bool:
-        """``max_finished``: the oldest finished runs of a workflow over its cap
-        go, a page per workflow a pass; returns whether some were left."""
-        capped = [(name, queue, r.max_finished) for name, r in self._table.items() if r.max_finished for queue in self._queues]
-        if not capped:
-            return False
-        redis, keys = self.client.redis, self.client.keys
-        pipe = redis.pipeline(transaction=False)
-        for name, queue, _ in capped:
-            pipe.zcard(keys.workflow_runs(name, queue))
-        over = [(name, queue, count - cap) for (name, queue, cap), count in zip(capped, pipe.execute()) if count > cap]
-        if not over:
-            return False
-        pipe = redis.pipeline(transaction=False)
-        for name, queue, excess in over:
-            pipe.zrange(keys.workflow_runs(name, queue), 0, min(excess, self.page) - 1)
-        due: list[Seen] = []
-        for (name, queue, _), ids in zip(over, pipe.execute()):
-            runs = read_runs(redis, keys, [(queue, run_id) for run_id in ids], workflow=name)
-            due.extend(run for run in runs if run.status is None or run.finished_ms is not None)
-        purged, _ = purge_runs(self.client.scripts, redis, due)
+        """``max_finished``: a page of each capped workflow's walk; returns whether one has more."""
+        purged, more = cap_pass(self.client.scripts, self.client.redis, capped_workflows(self._table, self._queues), self.page)
         self._count(purged, "over their workflow's max_finished")
-        return purged > 0 and any(excess > self.page for _, _, excess in over)
+        return more
 
     def _count(self, purged: int, why: str) -> None:
         if purged:

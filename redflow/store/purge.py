@@ -7,6 +7,16 @@ again inside Redis that the run is still terminal and still the one that was
 read, so a run retried meanwhile survives and a live run is never touched.
 Every call here sends at most one page of runs per round trip.
 
+A child (a run with a ``parentRunId``: ``step.run_workflows``,
+``step.run_workflow``) is never deleted while its parent is unfinished: the
+parent replays those steps from its children's records, and a child gone
+under it would fail the parent and be started again by its retry. Once the
+parent has ended, or is gone, the child follows its own retention. The
+parent may be on another hash slot, so this is read before the purge (one
+more round trip, only for pages that hold children); a parent that ended
+when it was read and is retried by hand before the child's purge finds that
+child gone, as it would a moment later.
+
 A run canceled while it waited for an event still has its entry in that
 event's waiter index (``P:event:waiters:<event>``, another hash slot); the
 purge removes it too, reading the event from the parked step's record first
@@ -26,7 +36,10 @@ from redflow.core.tags import tags_of
 from redflow.store.scripts import Scripts
 
 PAGE = 500
-_READ_FIELDS = (RunField.STATUS, RunField.FINISHED_AT, RunField.WORKFLOW, RunField.TAGS_JSON, RunField.PARKED_FOR, RunField.PARKED_STEP)
+_READ_FIELDS = (
+    RunField.STATUS, RunField.FINISHED_AT, RunField.WORKFLOW, RunField.TAGS_JSON, RunField.PARKED_FOR, RunField.PARKED_STEP,
+    RunField.PARENT_RUN_ID, RunField.NOTIFY_PARENT,
+)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +54,8 @@ class Seen:
     workflow: str
     tags: Mapping[str, str] = field(default_factory=dict)  # the run's tags: their indexes name it too
     event_step: str | None = None  # the step it was parked in, waiting for an event (canceled while it waited)
+    parent_id: str = ""  # its parent run's id ("" for none)
+    parent_queue: str | None = None  # the parent's queue when the run names it (children of run_workflows)
 
     @property
     def finished_ms(self) -> int | None:
@@ -63,21 +78,61 @@ def read_runs(redis: Any, keys: Keys, entries: Sequence[tuple[str | None, str]],
     for queue, run_id in entries:
         pipe.hmget(keys.run(run_id, queue), _READ_FIELDS)
     seen = []
-    for (queue, run_id), (status, finished_at, run_workflow, raw_tags, parked_for, parked_step) in zip(entries, pipe.execute()):
+    for (queue, run_id), fields in zip(entries, pipe.execute()):
+        status, finished_at, run_workflow, raw_tags, parked_for, parked_step, parent_id, parent_queue = fields
         run_workflow = run_workflow or (workflow if status is None else "")
         event_step = parked_step if parked_for == WAIT_EVENT and parked_step else None
-        seen.append(Seen(run_id, queue, status, finished_at or "", run_workflow, tags_of(raw_tags), event_step))
+        seen.append(Seen(run_id, queue, status, finished_at or "", run_workflow, tags_of(raw_tags), event_step, parent_id or "",
+                         parent_queue or None))  # fmt: skip
     return seen
 
 
-def purge_runs(scripts: Scripts, redis: Any, runs: Iterable[Seen]) -> tuple[int, set[str]]:
-    """Delete ``runs`` (each only if still terminal and as seen), one round
-    trip; a run whose hash is gone already has its leftovers removed.
-    Returns how many runs were deleted, and the ids that left the indexes
-    (those and the leftovers)."""
+def held_by_parents(redis: Any, keys: Keys, runs: Sequence[Seen]) -> set[str]:
+    """Ids of the runs among ``runs`` whose parent run is unfinished (see the
+    module docstring). One round trip, none when no run has a parent; on a
+    cluster one more to find the queue of parents that a child does not name
+    (``step.run_workflow``'s) in ``run-queues``: a parent not found there is gone."""
+    children = [run for run in runs if run.parent_id]
+    if not children:
+        return set()
+    queues: list[str | None] = [run.parent_queue for run in children]
+    lookups = [i for i, queue in enumerate(queues) if keys.cluster and queue is None]
+    if lookups:
+        found = redis.hmget(keys.run_queues(), [children[i].parent_id for i in lookups])
+        for i, queue in zip(lookups, found):
+            queues[i] = queue
+    located = [(run, queue) for run, queue in zip(children, queues) if queue is not None or not keys.cluster]
+    if not located:
+        return set()
+    pipe = redis.pipeline(transaction=False)
+    for run, queue in located:
+        pipe.hget(keys.run(run.parent_id, queue), RunField.STATUS)
+    return {run.run_id for (run, _), status in zip(located, pipe.execute()) if status is not None and status not in TERMINAL_STATUSES}
+
+
+@dataclass(frozen=True, slots=True)
+class Purged:
+    """What :func:`purge_runs` did: how many runs it deleted, the ids that left
+    the indexes (those and the leftovers), and the runs it kept because their
+    parent is unfinished."""
+
+    count: int = 0
+    removed: frozenset[str] = frozenset()
+    held: tuple[Seen, ...] = ()
+
+
+def purge_runs(scripts: Scripts, redis: Any, runs: Iterable[Seen]) -> Purged:
+    """Delete ``runs`` (each only if still terminal and as seen, and not a
+    child of an unfinished run), one round trip (plus one when some are
+    children); a run whose hash is gone already has its leftovers removed."""
     runs = list({(run.queue, run.run_id): run for run in runs}.values())
     if not runs:
-        return 0, set()
+        return Purged()
+    held_ids = held_by_parents(redis, scripts.keys, runs)
+    held = tuple(run for run in runs if run.run_id in held_ids)
+    runs = [run for run in runs if run.run_id not in held_ids]
+    if not runs:
+        return Purged(held=held)
     waits = _event_waits(scripts.keys, redis, runs)
     batch = scripts.batch()
     for run in runs:
@@ -104,7 +159,7 @@ def purge_runs(scripts: Scripts, redis: Any, runs: Iterable[Seen]) -> tuple[int,
             if run_id in gone:
                 pipe.hdel(keys.event_waiters(event), run_id)
         pipe.execute()
-    return sum(1 for outcome in outcomes if outcome == "purged"), gone
+    return Purged(sum(1 for outcome in outcomes if outcome == "purged"), frozenset(gone), held)
 
 
 def _event_waits(keys: Keys, redis: Any, runs: Sequence[Seen]) -> dict[str, str]:
@@ -146,7 +201,8 @@ def purge_finished(
     """Delete (or with ``dry_run`` count) every run ``query`` matches, a page a
     round trip. A workflow's runs are found through its ``workflow-runs``
     index (by createdAt, never later than finishedAt); otherwise through the
-    status indexes (by the time the run ended)."""
+    status indexes (by the time the run ended). A child of an unfinished run
+    is neither deleted nor counted."""
     keys = scripts.keys
     indexes: list[tuple[str | None, str]] = []
     for queue in index_queues:
@@ -169,11 +225,12 @@ def _purge_index(scripts: Scripts, redis: Any, queue: str | None, index: str, qu
         runs = read_runs(redis, scripts.keys, [(queue, run_id) for run_id in ids], workflow=query.workflow or "")
         due = [run for run in runs if query.matches(run)]
         if dry_run:
-            total += len(due)
+            held = held_by_parents(redis, scripts.keys, due)
+            total += sum(1 for run in due if run.run_id not in held)
             offset += len(ids)
         else:
-            purged, removed = purge_runs(scripts, redis, [*due, *(run for run in runs if run.status is None)])
-            total += purged
-            offset += len(ids) - len(removed)
+            outcome = purge_runs(scripts, redis, [*due, *(run for run in runs if run.status is None)])
+            total += outcome.count
+            offset += len(ids) - len(outcome.removed)
         if len(ids) < page:
             return total

@@ -6,7 +6,7 @@ from helpers import wait_until
 
 from redflow import Concurrency, RateLimit, define_workflow
 from redflow.engine.limits import FlowSweeper
-from redflow.ops.limits_view import flow_rows
+from redflow.ops.views.flow import flow_rows
 
 
 def test_limits_and_priorities_hold_on_a_cluster(redis_cluster, registry, client, start, r):

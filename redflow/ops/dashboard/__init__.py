@@ -11,19 +11,18 @@ children, and cancel / retry buttons.
 Read-only pages are meant to be safe to expose: every value is HTML-escaped,
 no script runs in the page (a strict Content-Security-Policy says so; the
 charts are server-rendered SVG), and neither the Redis URL nor the token is
-ever shown. Actions are POST only and need the token given by ``--token`` or
-``REDFLOW_DASHBOARD_TOKEN``, compared in constant time; with no token
-configured every action is refused. The token travels in the form body (or
-an ``Authorization: Bearer`` header), never in a cookie, so another site
-cannot make a browser act on its behalf.
+ever shown. Actions need the token (see :mod:`redflow.ops.dashboard.access`).
 
-Modules: ``app`` (WSGI, routing, actions), ``pages`` (what each page
-shows), ``markup`` (escaped HTML pieces), ``serving`` (the server and the
-sub-command); the charts are drawn by :mod:`redflow.ops.charts` from what
-:mod:`redflow.ops.series` reads.
+Modules: ``app`` (WSGI, routing, the page frame, the actions on one run,
+``serve``), ``pages`` (what each page shows), ``operations`` (filters, paging,
+bulk and cron controls), ``markup`` (escaped HTML pieces), ``web`` (request
+and response values), ``access`` (the token), ``series`` (what the charts
+read) and ``charts`` (SVG drawing); ``assets/`` holds the templates and the
+stylesheet. The ``dashboard`` command is :mod:`redflow.ops.cli.dashboard`.
 """
 
-from redflow.ops.dashboard.app import ACTIONS_OFF, MIN_TOKEN_CHARS, NOTICES, TOKEN_ENV, Dashboard, resolve_token
-from redflow.ops.dashboard.serving import register, serve, start_wsgi_server
+from redflow.ops.dashboard.access import ACTIONS_OFF, MIN_TOKEN_CHARS, TOKEN_ENV, resolve_token
+from redflow.ops.dashboard.app import Dashboard, serve
+from redflow.ops.dashboard.pages import NOTICES
 
-__all__ = ["ACTIONS_OFF", "MIN_TOKEN_CHARS", "NOTICES", "TOKEN_ENV", "Dashboard", "register", "resolve_token", "serve", "start_wsgi_server"]
+__all__ = ["ACTIONS_OFF", "MIN_TOKEN_CHARS", "NOTICES", "TOKEN_ENV", "Dashboard", "resolve_token", "serve"]

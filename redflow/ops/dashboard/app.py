@@ -1,8 +1,8 @@
-"""The dashboard's WSGI app: routing, the page frame, charts as SVG, and the two actions."""
+"""The dashboard's WSGI app: routing, the page frame, charts as SVG, the two actions
+on one run, and :func:`serve`."""
 
 from __future__ import annotations
 
-import hmac
 import logging
 import re
 from collections.abc import Callable
@@ -11,6 +11,7 @@ from string import Template
 from typing import Any
 from urllib.parse import parse_qs, urlencode
 
+from gevent.pywsgi import WSGIServer
 from redis.exceptions import RedisError
 
 from redflow.client import RedflowClient
@@ -18,19 +19,19 @@ from redflow.core import clock
 from redflow.core.errors import RedflowError
 from redflow.core.keys import TERMINAL_STATUSES
 from redflow.core.models import Run
-from redflow.ops.admin import cancel_run, fmt_time, retry_run
-from redflow.ops.charts import XML_PROLOG
-from redflow.ops.dashboard.markup import HttpError, Response, h, one, run_url
-from redflow.ops.dashboard.pages import NOTICES, Pages, chart_window, run_timeline
-from redflow.ops.series import CHART_NAMES, render_charts
-from redflow.store.connection import DASHBOARD_TOKEN_ENV, resolve_dashboard_token
+from redflow.ops.control.runs import cancel_run, retry_run
+from redflow.ops.dashboard import operations
+from redflow.ops.dashboard.access import ACTIONS_OFF, authorize, token_bytes
+from redflow.ops.dashboard.charts import XML_PROLOG
+from redflow.ops.dashboard.markup import h, run_url
+from redflow.ops.dashboard.pages import Pages, chart_window, run_timeline
+from redflow.ops.dashboard.series import CHART_NAMES, render_charts
+from redflow.ops.dashboard.web import HttpError, Response, allow, one, read_form
+from redflow.ops.format import fmt_time
+from redflow.ops.wsgi_server import start_wsgi_server
 
 log = logging.getLogger("redflow.dashboard")
 
-TOKEN_ENV = DASHBOARD_TOKEN_ENV
-MIN_TOKEN_CHARS = 12
-ACTIONS_OFF = f"Actions are off: start the dashboard with --token or {TOKEN_ENV}."
-MAX_BODY_BYTES = 8192
 SVG_TYPE = "image/svg+xml; charset=utf-8"
 
 _CSP = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
@@ -51,22 +52,15 @@ _TEMPLATES = (
 
 
 def _asset(name: str) -> str:
-    return resources.files("redflow.ops").joinpath("dashboard_assets", name).read_text(encoding="utf-8")
-
-
-def resolve_token(flag: str | None) -> str | None:
-    """``--token`` wins, else ``REDFLOW_DASHBOARD_TOKEN``; ``None`` means actions are off."""
-    return resolve_dashboard_token(flag)
+    return resources.files("redflow.ops.dashboard").joinpath("assets", name).read_text(encoding="utf-8")
 
 
 class Dashboard:
     """The WSGI app. ``token=None`` turns actions off (read-only dashboard)."""
 
     def __init__(self, client: RedflowClient, *, token: str | None = None) -> None:
-        if token is not None and len(token) < MIN_TOKEN_CHARS:
-            raise RedflowError(f"the dashboard token must have at least {MIN_TOKEN_CHARS} characters")
+        self._token = token_bytes(token)
         self.client = client
-        self._token = token.encode() if token is not None else None
         self._templates = {name: Template(_asset(name)) for name in _TEMPLATES}
         self._css = _asset("style.css").encode()
         self.pages = Pages(client, self._render, self._actions, actions_enabled=token is not None)
@@ -95,16 +89,15 @@ class Dashboard:
     def _route(self, environ: dict[str, Any], base: str) -> Response:
         path = environ.get("PATH_INFO", "") or "/"
         method = environ.get("REQUEST_METHOD", "GET")
-        from redflow.ops import dashboard_operations  # bulk and cron actions (it builds on this package)
-
-        handled = dashboard_operations.route(self, environ, base, path, method)
-        if handled is not None:
-            return handled
+        done = operations.route(self.client, self._token, environ, path, method)  # bulk and cron actions
+        if done is not None:
+            title, message = done
+            return self._page(base, "200 OK", title, message)
         action = _ACTION_PATH.fullmatch(path)
         if action:
-            _allow(method, "POST")
+            allow(method, "POST")
             return self._action(environ, base, action.group(1), action.group(2))
-        _allow(method, "GET", "HEAD")
+        allow(method, "GET", "HEAD")
         query = parse_qs(environ.get("QUERY_STRING", ""), max_num_fields=20)
         if path == "/":
             return self._html(base, "Dashboard", self.pages.overview(base, query), nav="overview")
@@ -141,13 +134,9 @@ class Dashboard:
     def _message(self, base: str, status: str, message: str) -> Response:
         return self._html(base, status, self._render("message.html", status=h(status), message=h(message), base=h(base)), status)
 
-    def page(self, base: str, status: str, title: str, message: str) -> Response:
+    def _page(self, base: str, status: str, title: str, message: str) -> Response:
         """A page saying what an action did (``title`` and ``message`` are text)."""
         return self._html(base, title, self._render("message.html", status=h(title), message=h(message), base=h(base)), status)
-
-    def authorize(self, environ: dict[str, Any], form: dict[str, list[str]]) -> None:
-        """403 unless the form or the Authorization header carries the token."""
-        self._authorize(environ, form)
 
     # -- SVG ------------------------------------------------------------------------
     def _chart(self, name: str, query: dict[str, list[str]]) -> Response:
@@ -175,7 +164,7 @@ class Dashboard:
 
     def _action(self, environ: dict[str, Any], base: str, run_id: str, action: str) -> Response:
         form = read_form(environ)
-        self._authorize(environ, form)
+        authorize(self._token, environ, form)
         if action == "cancel":
             result = cancel_run(self.client, run_id, (one(form, "reason") or "")[:200] or None)
             notice = "cancel-refused" if not result.ok else ("canceled" if result.status == "canceled" else "cancel-requested")
@@ -188,34 +177,8 @@ class Dashboard:
         location = f"{run_url(base, run_id)}?{urlencode({'notice': notice})}"
         return Response("303 See Other", b"", "text/plain; charset=utf-8", [("Location", location)])
 
-    def _authorize(self, environ: dict[str, Any], form: dict[str, list[str]]) -> None:
-        if self._token is None:
-            raise HttpError("403 Forbidden", ACTIONS_OFF)
-        given = one(form, "token")
-        auth = environ.get("HTTP_AUTHORIZATION", "")
-        if given is None and auth.startswith("Bearer "):
-            given = auth[len("Bearer ") :]
-        if not given or not hmac.compare_digest(given.encode(), self._token):
-            raise HttpError("403 Forbidden", "Wrong or missing dashboard token.")
 
-
-def _allow(method: str, *allowed: str) -> None:
-    if method not in allowed:
-        raise HttpError("405 Method Not Allowed", f"Use {' or '.join(allowed)} here.", [("Allow", ", ".join(allowed))])
-
-
-def read_form(environ: dict[str, Any], max_fields: int = 10) -> dict[str, list[str]]:
-    """The POSTed form, bounded (size and ``max_fields``); 400 / 413 on a bad one."""
-    raw_length = environ.get("CONTENT_LENGTH") or "0"
-    if not raw_length.isdigit():
-        raise HttpError("400 Bad Request", "Bad Content-Length.")
-    if int(raw_length) > MAX_BODY_BYTES:
-        raise HttpError("413 Content Too Large", "The form is too large.")
-    body = environ["wsgi.input"].read(int(raw_length)) if int(raw_length) else b""
-    try:
-        return parse_qs(body.decode("utf-8"), max_num_fields=max_fields)
-    except (UnicodeDecodeError, ValueError):
-        raise HttpError("400 Bad Request", "The form is not valid.") from None
-
-
-__all__ = ["ACTIONS_OFF", "Dashboard", "MIN_TOKEN_CHARS", "NOTICES", "TOKEN_ENV", "resolve_token"]
+def serve(client: RedflowClient, host: str = "127.0.0.1", port: int = 8787, *, token: str | None = None) -> WSGIServer:
+    """Start serving the dashboard on ``host:port`` (port 0: any free port) and return the server."""
+    app = Dashboard(client, token=token)
+    return start_wsgi_server(app, host, port, what="the dashboard", access_log="redflow.dashboard.access", access_level=logging.INFO)

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import html
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from redflow.ops.admin import fmt_error
+from redflow.ops.format import fmt_error
 from redflow.ops.shown import shown_json
 
 SHOWN_JSON_CHARS = 20_000
@@ -73,26 +72,3 @@ def switch(base_url: str, choices: Iterable[str], chosen: str, **keep: str | Non
         current = ' aria-current="true" class="on"' if choice == chosen else ""
         links.append(f'<a href="{h(base_url)}?{h(query)}"{current}>{h(choice)}</a>')
     return f'<nav class="switch">{"".join(links)}</nav>'
-
-
-class HttpError(Exception):
-    """Ends a request with ``status`` and a short message page."""
-
-    def __init__(self, status: str, message: str, headers: Sequence[tuple[str, str]] = ()) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.headers = list(headers)
-
-
-@dataclass
-class Response:
-    status: str
-    body: bytes
-    content_type: str = "text/html; charset=utf-8"
-    headers: list[tuple[str, str]] = field(default_factory=list)
-
-
-def one(query: dict[str, list[str]], name: str) -> str | None:
-    values = query.get(name)
-    return values[0] if values else None

@@ -13,35 +13,27 @@ from collections.abc import Callable, Sequence
 from redflow.client import RedflowClient
 from redflow.core.keys import RUN_STATUSES
 from redflow.core.models import Run, Step
-from redflow.ops.admin import (
+from redflow.ops.dashboard.charts import Bar, timeline
+from redflow.ops.dashboard.markup import badge, error_html, h, options, pretty, run_link, switch, table
+from redflow.ops.dashboard.operations import crons_section, runs_section, tags_html
+from redflow.ops.dashboard.series import CHART_NAMES, render_charts
+from redflow.ops.dashboard.web import HttpError, one
+from redflow.ops.format import (
     describe_wait,
     fmt_attempt,
     fmt_duration,
     fmt_error,
+    fmt_optional_s,
+    fmt_rate,
     fmt_seconds,
     fmt_step_outcome,
     fmt_time,
     preview,
-    queue_counts,
-    workflow_names,
 )
-from redflow.ops.charts import Bar, timeline
-from redflow.ops.dashboard.markup import (
-    HttpError,
-    badge,
-    error_html,
-    h,
-    one,
-    options,
-    pretty,
-    run_link,
-    switch,
-    table,
-)
-from redflow.ops.limits_view import flow_rows
-from redflow.ops.series import CHART_NAMES, render_charts
-from redflow.ops.stats import DEFAULT_MAX_RUNS, WINDOWS, fmt_optional_s, fmt_rate, parse_window, workflow_stats
-from redflow.ops.workers import list_workers
+from redflow.ops.views.flow import flow_rows
+from redflow.ops.views.queues import queue_counts, workflow_names
+from redflow.ops.views.stats import DEFAULT_MAX_RUNS, WINDOWS, parse_window, workflow_stats
+from redflow.ops.views.workers import list_workers
 
 MAX_LIMIT = 500
 DEFAULT_LIMIT = 50
@@ -77,10 +69,8 @@ class Pages:
         client = self.client
         names = workflow_names(client)
         counts = "".join(f'<a href="{h(base)}/?status={h(s)}">{badge(s)} {h(n)}</a>' for s, n in client.status_counts().items())
-        from redflow.ops import dashboard_operations  # tag filter, paging, bulk and cron controls (it builds on this package)
-
-        runs, tag_input = dashboard_operations.runs_section(client, self.actions_enabled, base, query, limit)
-        crons = dashboard_operations.crons_section(client, self.actions_enabled, base)
+        runs, tag_input = runs_section(client, self.actions_enabled, base, query, limit)
+        crons = crons_section(client, self.actions_enabled, base)
         charts = render_charts(client, window)
         return self._render(
             "overview.html", base=h(base), queues=self._queues(), limits=self._limits(), crons=crons, counts=counts, runs=runs,
@@ -174,8 +164,6 @@ class Pages:
 
     def _facts(self, base: str, run: Run, steps: Sequence[Step]) -> list[tuple[str, str]]:
         """The run's facts as (name, HTML): what it is waiting for while parked, its tags and progress."""
-        from redflow.ops.dashboard_operations import tags_html  # it builds on this package
-
         facts = [
             ("workflow", f'<a href="{h(base)}/?workflow={h(run.workflow)}">{h(run.workflow)}</a>'), ("queue", h(run.queue)),
             ("attempt", h(fmt_attempt(run))), ("created", h(fmt_time(run.created_at))), ("started", h(fmt_time(run.started_at))),

@@ -1,0 +1,55 @@
+"""``redflow-gevent cron list|pause|resume|trigger``: the stored cron triggers
+and their next fire times; pause, resume or fire one now (the changes are
+:mod:`redflow.ops.control.cron`'s, shared with the dashboard)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from redflow.client import RedflowClient
+from redflow.ops.cli.common import command, common_options, emit
+from redflow.ops.control import cron
+from redflow.ops.control.cron import CronChange
+from redflow.ops.format import fmt_time, format_table
+from redflow.ops.views.crons import cron_entries
+
+
+def _cron_list(client: RedflowClient, args: argparse.Namespace) -> int:
+    entries = cron_entries(client)
+    rows = [
+        (e.id, e.workflow, e.queue, e.expression, e.timezone or "UTC", "paused" if e.paused_at else fmt_time(e.next_at), e.error or "")
+        for e in entries
+    ]
+    headers = ("ID", "WORKFLOW", "QUEUE", "EXPRESSION", "TIMEZONE", "NEXT (UTC)", "ERROR")
+    emit(args, entries, format_table(headers, rows) if entries else "(no cron triggers)")
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add ``cron list|pause|resume|trigger <cron id>`` (see ``redflow.ops.cli.parser.COMMAND_MODULES``)."""
+    common = common_options()
+    cron_parser = subparsers.add_parser("cron", help="cron triggers")
+    cron_sub = cron_parser.add_subparsers(dest="cron_command", required=True)
+    cron_list = cron_sub.add_parser("list", parents=[common], help="cron triggers and their next fire times")
+    cron_list.set_defaults(func=command(_cron_list))
+    for name, fn, text in (
+        ("pause", cron.pause, "stop firing a cron trigger until resumed (survives restarts and deploys)"),
+        ("resume", cron.resume, "fire a paused trigger again, from its next due time"),
+        ("trigger", cron.trigger, "start one run of a cron trigger's workflow now"),
+    ):
+        parser = cron_sub.add_parser(name, parents=[common], help=text)
+        parser.add_argument("cron_id", help="the id `cron list` shows")
+        if name == "trigger":
+            parser.add_argument("--trigger-id", default=None, help="idempotency: the same id never starts a second run")
+        parser.set_defaults(func=command(_handler(fn)))
+
+
+def _handler(fn: Callable[..., CronChange]) -> Callable[[RedflowClient, argparse.Namespace], int]:
+    def handle(client: RedflowClient, args: argparse.Namespace) -> int:
+        change = fn(client, args.cron_id, args.trigger_id) if fn is cron.trigger else fn(client, args.cron_id)
+        emit(args, change, f"{change.cron_id}: {change.message}")
+        return 0 if change.ok else 1
+
+    return handle

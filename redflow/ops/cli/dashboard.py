@@ -1,0 +1,42 @@
+"""``redflow-gevent dashboard``: serve the web dashboard (:mod:`redflow.ops.dashboard`)
+until SIGTERM or SIGINT."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+from typing import Any
+
+import gevent
+
+from redflow.core.errors import RedflowError
+from redflow.ops.cli.common import connect, connection_options
+from redflow.ops.dashboard import TOKEN_ENV, resolve_token, serve
+
+log = logging.getLogger("redflow.dashboard")
+
+
+def _dashboard_command(args: argparse.Namespace) -> int:
+    try:
+        token = resolve_token(args.token)
+        client = connect(args)
+        server = serve(client, args.host, args.port, token=token)
+    except (RedflowError, ValueError) as exc:
+        raise SystemExit(f"dashboard: {exc}") from None
+    log.info("dashboard on http://%s:%d/ (actions %s)", args.host, server.server_port, "on" if token else "off: no token")
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        gevent.signal_handler(signum, lambda: gevent.spawn(server.stop, 2))
+    server.serve_forever()
+    client.close()
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add ``dashboard`` (see ``redflow.ops.cli.parser.COMMAND_MODULES``)."""
+    parser = subparsers.add_parser("dashboard", help="serve the web dashboard")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8787, help="default 8787")
+    parser.add_argument("--token", default=None, help=f"enables cancel/retry (prefer ${TOKEN_ENV}: flags show in ps)")
+    connection_options(parser)
+    parser.set_defaults(func=_dashboard_command)

@@ -1,0 +1,51 @@
+"""Queues and workflows as the commands and the dashboard list them: the names
+some worker or client synced, and how many runs sit in each list of a queue."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+
+from redflow.client import RedflowClient
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class QueueCounts:
+    """How many runs sit in each list of one queue (``prioritized``: runs with a
+    priority > 0, waiting apart from ready, where one marker entry stands for them)."""
+
+    queue: str
+    ready: int
+    processing: int
+    scheduled: int
+    prioritized: int = 0
+
+
+def workflow_names(client: RedflowClient) -> list[str]:
+    """Names of the workflows some worker or client synced."""
+    return sorted(client.redis.smembers(client.keys.workflows()))
+
+
+def known_queues(client: RedflowClient) -> list[str]:
+    """Queues named by synced workflows and triggers (see ``RedflowClient.known_queues``)."""
+    return client.known_queues()
+
+
+def index_queues(client: RedflowClient) -> list[str | None]:
+    """The queues whose run indexes to read: every known one on a cluster (indexes are per queue
+    there); ``[None]`` otherwise, the one global index."""
+    return list(known_queues(client)) if client.keys.cluster else [None]
+
+
+def queue_counts(client: RedflowClient, queues: Iterable[str] | None = None) -> list[QueueCounts]:
+    """Ready / processing / scheduled / prioritized counts of ``queues`` (default: :func:`known_queues`), one round trip."""
+    keys = client.keys
+    names = list(queues) if queues is not None else known_queues(client)
+    pipe = client.redis.pipeline(transaction=False)
+    for queue in names:
+        pipe.llen(keys.queue_ready(queue))
+        pipe.llen(keys.queue_processing(queue))
+        pipe.zcard(keys.queue_scheduled(queue))
+        pipe.zcard(keys.queue_prioritized(queue))
+    counts = pipe.execute()
+    return [QueueCounts(queue, *counts[4 * i : 4 * i + 4]) for i, queue in enumerate(names)]
