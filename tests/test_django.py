@@ -33,6 +33,7 @@ def failed_tests(junit_xml: str) -> list[str]:
     ]
 
 
+@pytest.mark.slow  # a whole suite of its own: 35-60 s
 @pytest.mark.parametrize("django", sorted(VENVS))
 def test_the_django_project_tests_pass(django, tmp_path):
     python = ROOT / VENVS[django] / "bin" / "python"
