@@ -28,7 +28,7 @@ setup(
     extras_require={
         "test": [
             # <9.2: pytest 9.2's node ids lose pytest-xdist's --dist loadgroup groups (pytest-xdist#1386),
-            # which scripts/test relies on (tests/conftest.py)
+            # which scripts/test relies on (tests/parallel.py)
             "pytest>=8,<9.2",
             "pytest-benchmark>=4",
             "pytest-xdist>=3.5",
