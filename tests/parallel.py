@@ -40,7 +40,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     The tests marked ``heavy`` (a core or more busy for seconds) form one group: they run one at
     a time, so that they never starve each other's leases and timers. The tests on the session's
     Redis Cluster (the ``redis_cluster`` fixture, tests/cluster/) form another: one worker starts
-    that cluster of six servers, not every worker its own. xdist hands out the largest groups
+    that cluster of six servers, not every worker its own (a heavy test on the cluster goes with
+    the heavy ones, and their process starts a cluster too). xdist hands out the largest groups
     first; the tests marked ``slow`` come next, so that no long test starts last and runs alone
     at the end."""
     for item in items:
