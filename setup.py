@@ -27,8 +27,11 @@ setup(
     ],
     extras_require={
         "test": [
-            "pytest>=8",
+            # <9.2: pytest 9.2's node ids lose pytest-xdist's --dist loadgroup groups (pytest-xdist#1386),
+            # which scripts/test relies on (tests/parallel.py)
+            "pytest>=8,<9.2",
             "pytest-benchmark>=4",
+            "pytest-xdist>=3.5",
             "hypothesis>=6.100",
             "gunicorn>=22",
             "prometheus_client>=0.17",

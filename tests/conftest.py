@@ -16,6 +16,11 @@ import redis  # noqa: E402
 from redflow import Registry, create_client  # noqa: E402
 from redflow.testing import RedisServer  # noqa: E402
 
+# scripts/test runs the tests in parallel processes (tests/parallel.py); the chaos report is
+# gathered where the session ends (the pytest-xdist controller, or the only process).
+pytest_plugins = ["tests.parallel", "tests.chaos.report"]
+
+
 # The shipped pytest plugin (redflow.testing.pytest_plugin) starts the
 # private server and makes prefixes and workers; these names are the suite's.
 

@@ -46,7 +46,8 @@ def test_two_processes_run_the_workflows_and_sigterm_drains_them_gracefully(redi
 
 def test_a_sigkilled_child_is_restarted_and_its_runs_finish(redis_url, prefix, cli_client, r):
     with WorkerProcess(redis_url, prefix, "--processes", "2") as worker:
-        wait_until(lambda: len(children(worker)) == 2, timeout=20)
+        # both started: a child still starting leaves its 4 runs to the other, which ends its first 4 meanwhile
+        wait_until(lambda: len(children(worker)) == 2 and worker.output().count("worker started") == 2, timeout=20)
         victim = children(worker)[1]
         slow = [cli_client.run("sleep", {"s": 0.5, "key": f"{prefix}:slept"}) for _ in range(8)]
         wait_until(lambda: all(h.status() == "running" for h in slow), timeout=10)
