@@ -8,6 +8,7 @@ import pytest
 from helpers import CLI, ROOT, wait_until
 
 from redflow import define_workflow
+from redflow.core.flow import PRIORITY_MARKER
 from redflow.ops.cli import build_parser
 from redflow.testing import free_port
 
@@ -209,3 +210,24 @@ def test_the_bench_worker_gets_the_url_through_its_environment_not_its_command_l
         assert worker.environment()["REDIS_URL"] == "redis://:s3cret@127.0.0.1:1/0"
     finally:
         os.unlink(worker._log.name)
+
+
+def test_queues_does_not_count_the_priority_marker_as_a_ready_run(cli, registry, client, r):
+    @define_workflow("q2", registry=registry, queue="beta")
+    def q2(ctx):
+        return None
+
+    client.sync_registry(registry)
+    client.run("q2")
+    for _ in range(2):
+        client.run("q2", priority=5)
+    ready_key = client.keys.queue_ready("beta")
+    assert r.llen(ready_key) == 2  # one run and the one marker standing for both prioritized runs
+    r.rpush(ready_key, PRIORITY_MARKER)  # a leftover marker (its runs were canceled), as claims meet and drop them
+    code, out, _ = cli("queues", "--json")
+    (beta,) = orjson.loads(out)
+    assert code == 0 and (beta["ready"], beta["prioritized"], beta["processing"]) == (1, 2, 0)
+    r.rpush(client.keys.queue_processing("beta"), *[f"run_{i}" for i in range(1500)])  # a big fleet's runs in flight
+    r.lmove(ready_key, client.keys.queue_processing("beta"), "RIGHT", "LEFT")  # a worker's BLMOVE took a marker
+    (beta,) = orjson.loads(cli("queues", "--json")[1])
+    assert (beta["ready"], beta["prioritized"], beta["processing"]) == (1, 2, 1500)
