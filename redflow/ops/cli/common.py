@@ -18,6 +18,12 @@ from redflow.core.errors import RedflowError
 from redflow.registry import Registry
 from redflow.store.connection import redacted_url, resolve_prefix, resolve_url
 
+#: What the command's exit status says: done; the command ran and the answer
+#: is no (a run that already ended, no such run, a bench regression); it could
+#: not run as asked (a misplaced option, a bad value, an unreachable or refusing
+#: Redis, a start-up error); the reader of its output went away (``| head``).
+EXIT_OK, EXIT_NO, EXIT_USAGE, EXIT_CLOSED_OUTPUT = 0, 1, 2, 141
+
 
 def positive_int(text: str) -> int:
     try:

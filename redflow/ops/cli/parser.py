@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
 from redflow.ops.cli import worker
+from redflow.ops.cli.common import EXIT_CLOSED_OUTPUT
 from redflow.ops.observe.logs import setup_logging
 
 #: Modules adding a sub-command: each has ``register(subparsers)``, which adds
@@ -115,4 +117,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # what `worker --processes N` runs again
     setup_logging(args.log_level, args.log_format)
-    return int(args.func(args) or 0)
+    try:
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # here, where a closed pipe can be caught, not at exit
+    except BrokenPipeError:
+        return _output_closed()
+    return code
+
+
+def _output_closed() -> int:
+    """The reader of stdout went away (``redflow-gevent runs list | head``): no
+    traceback, and nothing left to flush at exit (stdout now goes nowhere);
+    the status of a command that SIGPIPE stopped, as a C tool's would be."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_CLOSED_OUTPUT
