@@ -48,10 +48,10 @@ def test_runs_list_prints_a_table_and_json_filtered_by_workflow_and_status(cli, 
     assert lines[3].split()[1:4] == ["add", "succeeded", "1/3"]
 
     code, out, _ = cli("runs", "list", "--workflow", "add", "--json")
-    listed = orjson.loads(out)
+    listed = orjson.loads(out)["runs"]
     assert code == 0 and [r["id"] for r in listed] == [runs["ok"]] and listed[0]["output"] == "total=3"
     code, out, _ = cli("runs", "list", "--status", "failed", "--json")
-    assert [r["id"] for r in orjson.loads(out)] == [runs["failed"]]
+    assert [r["id"] for r in orjson.loads(out)["runs"]] == [runs["failed"]]
     assert cli("runs", "list", "--workflow", "nothing-here")[:2] == (0, "(no runs)\n")
 
 
@@ -164,7 +164,7 @@ def test_the_command_reads_redis_url_and_prefix_from_the_environment(redis_url, 
     env = {"REDIS_URL": redis_url, "REDFLOW_PREFIX": prefix, "PATH": "/usr/bin:/bin"}
     done = subprocess.run([CLI, "runs", "list", "--json"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert {r["id"] for r in orjson.loads(done.stdout)} == set(runs.values())
+    assert {r["id"] for r in orjson.loads(done.stdout)["runs"]} == set(runs.values())
 
 
 @pytest.mark.parametrize(

@@ -33,11 +33,17 @@ def test_runs_list_filters_by_tag_and_pages_with_a_cursor(cli, tagged):  # noqa:
     code, out, err = cli("runs", "list", "--tag", "customer=42", "--limit", "2")
     assert code == 0 and len(out.splitlines()) == 3 and err.startswith("(more may match: --cursor ")
     cursor = err.split("--cursor ")[1].strip().rstrip(")")
-    code, out, _ = cli("runs", "list", "--tag", "customer=42", "--limit", "2", "--cursor", cursor, "--json")
+    code, out, err = cli("runs", "list", "--tag", "customer=42", "--limit", "2", "--cursor", cursor, "--json")
     page = orjson.loads(out)
-    assert code == 0 and len(page) == 2 and all(run["tags"]["customer"] == "42" for run in page)
+    assert code == 0 and len(page["runs"]) == 2 and all(run["tags"]["customer"] == "42" for run in page["runs"])
+    assert page["cursor"] and err == ""  # in the JSON, where a script reads it
+    code, out, _ = cli("runs", "list", "--tag", "customer=42", "--limit", "2", "--cursor", page["cursor"], "--json")
+    last = orjson.loads(out)
+    assert len(last["runs"]) == 1 and last["cursor"] is None
+    listed = [run["id"] for run in orjson.loads(cli("runs", "list", "--tag", "customer=42", "--json")[1])["runs"]]
+    assert listed[2:] == [run["id"] for run in page["runs"] + last["runs"]]  # the pages walk the one listing
     code, out, _ = cli("runs", "list", "--tag", "customer=42", "--tag", "tenant=acme", "--status", "queued", "--json")
-    assert {run["id"] for run in orjson.loads(out)} == set(tagged["queued"])
+    assert {run["id"] for run in orjson.loads(out)["runs"]} == set(tagged["queued"])
     code, out, _ = cli("runs", "show", tagged["queued"][0])
     assert code == 0 and "tags      customer=42 tenant=acme" in out
     code, _, err = cli("runs", "list", "--tag", "customer")

@@ -36,9 +36,11 @@ def positive_int(text: str) -> int:
 
 
 def jsonable(obj: Any) -> Any:
-    """Dataclasses (Run, Step, QueueCounts ...) as dicts, lists of them as lists."""
+    """Dataclasses (Run, Step, QueueCounts ...) as dicts, in lists and dicts too."""
     if isinstance(obj, list):
         return [jsonable(item) for item in obj]
+    if isinstance(obj, dict):
+        return {key: jsonable(value) for key, value in obj.items()}
     return dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) and not isinstance(obj, type) else obj
 
 

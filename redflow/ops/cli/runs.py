@@ -90,8 +90,8 @@ def runs_list(client: RedflowClient, args: argparse.Namespace) -> int:
     page = client.list_runs(
         workflow=args.workflow, status=args.status, tags=bulk.parse_tags(args.tag), limit=args.limit, cursor=args.cursor
     )
-    emit(args, list(page), runs_table(page) if page else "(no runs)")
-    if page.cursor:  # on stderr: stdout stays a table, or a JSON list of runs
+    emit(args, {"runs": list(page), "cursor": page.cursor}, runs_table(page) if page else "(no runs)")
+    if page.cursor and not args.json:  # on stderr: stdout stays the table
         print(f"(more may match: --cursor {page.cursor})", file=sys.stderr)
     return 0
 
