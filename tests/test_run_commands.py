@@ -105,6 +105,32 @@ def test_cron_pause_resume_and_trigger_on_the_command_line(cli, registry, client
     assert code == 1 and "no cron trigger 'cron_nope'" in err
 
 
+def test_cron_commands_take_a_workflow_name_when_it_has_one_cron_trigger(cli, registry, client, r):  # noqa: F811
+    @define_workflow("nightly", registry=registry, cron=[{"expression": "0 3 * * *"}])
+    def nightly(ctx):
+        return None
+
+    @define_workflow("twice", registry=registry, cron=[{"expression": "0 4 * * *"}, {"id": "evening", "expression": "0 20 * * *"}])
+    def twice(ctx):
+        return None
+
+    client.sync_registry(registry)
+    (nightly_id,) = [i for i in r.hkeys(client.keys.cron_def()) if "nightly" in r.hget(client.keys.cron_def(), i)]
+    assert cli("cron", "pause", "nightly") == (0, f"{nightly_id}: paused\n", "")
+    assert r.hexists(client.keys.cron_paused(), nightly_id)
+    code, out, _ = cli("cron", "trigger", "nightly", "--json")
+    assert code == 0 and client.get_run(orjson.loads(out)["run_id"]).workflow == "nightly"
+    assert cli("cron", "resume", "nightly")[0] == 0 and not r.hexists(client.keys.cron_paused(), nightly_id)
+
+    code, _, err = cli("cron", "pause", "twice")  # which one? it names both, and nothing changes
+    assert code == 1 and "workflow 'twice' has 2 cron triggers: " in err and "(0 4 * * *)" in err and "(0 20 * * *)" in err
+    assert r.hlen(client.keys.cron_paused()) == 0
+    evening = next(i for i in r.hkeys(client.keys.cron_def()) if "0 20" in r.hget(client.keys.cron_def(), i))
+    assert cli("cron", "pause", evening)[:2] == (0, f"{evening}: paused\n")  # an id still works, whatever the workflow
+    code, _, err = cli("cron", "pause", "no-such-workflow")
+    assert code == 1 and "no cron trigger 'no-such-workflow': no such cron id, nor a workflow with a cron trigger" in err
+
+
 class _Tty(io.StringIO):
     def isatty(self) -> bool:
         return True
