@@ -45,8 +45,13 @@ setup(
         "gunicorn": ["gunicorn[gevent]>=22"],
         # tracing (redflow.ops.observe.otel); the SDK to export spans, the API alone to emit them
         "otel": ["opentelemetry-api>=1.20", "opentelemetry-sdk>=1.20"],
+        # the docs site (mkdocs.yml; scripts/docs, tests/test_docs.py)
+        "docs": ["mkdocs>=1.6", "mkdocs-material>=9.5", "mkdocstrings[python]>=0.27"],
         # bench/peers.py: the same no-op jobs through Dramatiq and Huey, side by side
         "peers": ["dramatiq[redis,gevent]>=1.15", "huey>=2.5"],
+        # redflow.contrib.django: Django 6's tasks framework; on Python 3.11 (where
+        # Django 6 is not released) Django 5.2 LTS with the django-tasks backport
+        "django": ["Django>=5.2", "django-tasks>=0.12; python_version < '3.12'"],
     },
     entry_points={
         "console_scripts": ["redflow-gevent=redflow.ops.cli:main"],

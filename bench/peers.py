@@ -138,6 +138,21 @@ class Huey:
 # -- one drain ----------------------------------------------------------------------
 
 
+class Meter(Protocol):
+    """Something else to count over exactly the drain's window (bench/redis_instructions.py's callgrind)."""
+
+    def begin(self) -> None: ...
+    def end(self) -> None: ...
+
+
+class NoMeter:
+    def begin(self) -> None:
+        """Nothing more to count."""
+
+    def end(self) -> None:
+        """Nothing more to count."""
+
+
 @dataclass(frozen=True)
 class Drain:
     """One drain of one system: totals, per job in :func:`per_job`."""
@@ -205,8 +220,10 @@ def wait_for(predicate: Callable[[], bool], timeout_s: float, what: str, check: 
         gevent.sleep(POLL_S)
 
 
-def drain(system: System, probe: Probe, env: dict[str, str], jobs: int, warm: int, timeout_s: float) -> Drain:
-    """Park ``jobs``, start the workers, warm them up, hand the jobs over and time the drain."""
+def drain(system: System, probe: Probe, env: dict[str, str], jobs: int, warm: int, timeout_s: float, meter: Meter | None = None) -> Drain:
+    """Park ``jobs``, start the workers, warm them up, hand the jobs over and time the drain
+    (``meter`` begins right before the handover and ends as the last job is done)."""
+    meter = meter or NoMeter()
     probe.call("FLUSHALL")
     kept_before = probe.kept_bytes()
     system.enqueue(jobs)
@@ -219,10 +236,12 @@ def drain(system: System, probe: Probe, env: dict[str, str], jobs: int, warm: in
         gevent.sleep(1.0)  # every slot back in its wait for work
         pids = workers.pids()
         cpu_before, before = workers.cpu_s(pids), probe.sample()
+        meter.begin()
         began = time.monotonic()
         probe.call("RENAME", staging, system.queue_key)
         wait_for(lambda: system.pending(probe) == 0, timeout_s, f"{system.name} drain", workers.check)
         seconds = time.monotonic() - began
+        meter.end()
         after, cpu_after = probe.sample(), workers.cpu_s(pids)
         kept = probe.kept_bytes(settle_s=KEPT_SETTLE_S) - kept_before
     finally:
@@ -277,7 +296,23 @@ def render(drains: Sequence[Drain], reference: str | None = None) -> str:
             theirs = {column: statistics.median(values) for column, values in table[peer].items()}
             ratios = [f"{ours[c] / theirs[c]:.2f}×" if theirs[c] else "-" for c in COLUMNS]
             lines.append(f"| {peer} | " + " | ".join(ratios) + " |")
+        lines += ["", f"{PAIRED}, {reference}'s ÷ the peer's in the same rep (a change of load falls on both):", ""]
+        for peer in peers:
+            paired = paired_ratios(table, reference, peer, PAIRED)
+            if paired:
+                each = ", ".join(f"{ratio:.2f}×" for ratio in paired)
+                lines.append(f"- {peer}: median **{statistics.median(paired):.2f}×** ({each})")
     return "\n".join(lines)
+
+
+#: The column whose ratio is also given rep by rep: Redis's used_cpu per job, the figure
+#: a fleet on one Redis pays (issue 34: at or below Dramatiq's).
+PAIRED = "Redis CPU µs/job"
+
+
+def paired_ratios(table: dict[str, dict[str, list[float]]], ours: str, peer: str, column: str) -> list[float]:
+    """``ours`` ÷ ``peer`` in ``column``, rep by rep (the n-th drain of each ran in the n-th rep)."""
+    return [mine / theirs for mine, theirs in zip(table[ours][column], table[peer][column]) if theirs]
 
 
 # -- the command ----------------------------------------------------------------------

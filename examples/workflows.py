@@ -1,6 +1,6 @@
 """Example workflows: what `scripts/demo` runs (`redflow-gevent worker -A examples.workflows`).
 
-They show the pieces of the README's "Workflows" section: durable steps
+They show the pieces of the docs' "Workflows" page (docs/guide/workflows.md): durable steps
 with timeouts, a child workflow, events, retries with backoff,
 `on_failure`, input validation, a cron trigger and cancellation.
 """

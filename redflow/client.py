@@ -30,6 +30,7 @@ from redflow.core.tags import tags_json, validate_tags
 from redflow.handle import STATE_FIELDS, RunHandle, RunState
 from redflow.registry import Registry, Workflow, get_default_registry
 from redflow.store import bulk, event_waiters
+from redflow.store.batch import Batch
 from redflow.store.connection import close_redis, create_redis, is_cluster, resolve_prefix
 from redflow.store.memory import check_eviction_policy_once, raise_when_full
 from redflow.store.purge import PurgeQuery, purge_finished
@@ -64,7 +65,7 @@ class _Target:
 
 
 class RedflowClient:
-    """Talks to one Redis under one prefix; see the README's "Client" section for what it promises."""
+    """Talks to one Redis under one prefix; see docs/guide/client.md for what it promises."""
 
     def __init__(self, redis: Any, *, prefix: str | None = None, registry: Registry | None = None, owns_redis: bool = False) -> None:
         self.redis = create_redis(redis_client=redis)
@@ -222,13 +223,16 @@ class RedflowClient:
         for _ in range(8):
             run_id = new_run_id()
             batch = self.scripts.batch()
+            listing = self.listing_batch(batch, children_key)
             self._add_enqueue(
                 batch, target, input_json, run_id=run_id, queue=queue, now=now, available_at=available_at,
                 max_attempts=max_attempts, idempotency_key=idempotency_key, idempotency_ttl=idempotency_ttl,
                 replace_id=replace_id, parent_run_id=parent_run_id, children_key=children_key, extra_fields=fields,
-                index_keys=index_keys,
+                index_keys=index_keys, listing=listing,
             )  # fmt: skip
             with raise_when_full():
+                if listing is not batch:
+                    listing.execute()
                 enqueued: Enqueued = batch.execute()[-1]
             if enqueued.created:
                 return RunHandle(self, enqueued.run_id)
@@ -257,13 +261,16 @@ class RedflowClient:
         children_key: str | None,
         extra_fields: Mapping[str, str] | None,
         index_keys: Sequence[str] = (),
+        listing: Any = None,
     ) -> None:
         """Queue the creation of one run on ``batch``. The run is located and
         listed before it exists: a worker may take it the moment the script
-        pushes it, and look it up by id (cluster) or list a parent's children."""
-        self._record_queue(run_id, queue, pipe=batch)
+        pushes it, and look it up by id (cluster) or list a parent's children.
+        ``listing`` (default ``batch``): where the locating and listing go (see :meth:`listing_batch`)."""
+        listing = batch if listing is None else listing
+        self._record_queue(run_id, queue, pipe=listing)
         if children_key is not None:
-            self.scripts.list_child(children_key=children_key, child_id=run_id, now=now, conn=batch)
+            self.scripts.list_child(children_key=children_key, child_id=run_id, now=now, conn=listing)
         self.scripts.enqueue_run(
             run_id=run_id,
             workflow=target.name,
@@ -280,6 +287,14 @@ class RedflowClient:
             index_keys=index_keys,
             conn=batch,
         )
+
+    def listing_batch(self, batch: Batch, children_key: str | None) -> Batch:
+        """Where a new run is located and listed in its parent's children index:
+        ``batch`` itself (one pipeline, in order), but for a child on a cluster
+        a batch of its own, to send first: a cluster batch writes each master
+        in its own pipeline, in no set order, and a child that exists must be
+        listed already, for a cancel of its parent to find it (engine/fence.py)."""
+        return self.scripts.batch() if children_key is not None and self.keys.cluster else batch
 
     def run_many(
         self, workflow: Workflow | str, inputs: Iterable[Any], *, queue: str | None = None, batch: int = 500, priority: int = 0
@@ -510,7 +525,9 @@ class RedflowClient:
     def cancel(self, run_id: str, reason: str | None = None) -> bool:
         """Cancel a run: ``True`` if it is canceled now or its worker was told
         to stop it; ``False`` if it already ended or does not exist. Its
-        unfinished children are canceled too, recursively."""
+        unfinished children are canceled too, recursively (also those of a run
+        canceled already: a cancel whose caller died before its cascade is
+        finished by the next)."""
         target = self._target(run_id)
         if target is None:
             return False
@@ -519,6 +536,8 @@ class RedflowClient:
             run_id=run_id, queue=queue, now=self.now_ms(), reason=reason or "", error_json=bulk.cancel_error_json(reason),
             index_keys=index_keys,
         )  # fmt: skip
+        if outcome == "terminal" and self.redis.hget(self.keys.run(run_id, queue), RunField.STATUS) == "canceled":
+            client_waits.cancel_children(self, run_id, reason=reason)
         if outcome not in ("canceled", "requested"):
             return False
         if outcome == "canceled":
@@ -552,9 +571,13 @@ class RedflowClient:
     ) -> int:
         """Cancel every unfinished run that matches (``status`` scheduled, queued,
         running, or None for all three); finished runs are left alone. Returns
-        how many were canceled or (running) told to stop."""
+        how many were canceled or (running) told to stop. Their unfinished
+        children are canceled too, as by ``cancel``."""
         self._load_scripts_for_batches()
-        return bulk.cancel_many(self.search, RunFilter.of(workflow, status, tags), self._index_queues(), self.now_ms, reason)
+        return bulk.cancel_many(
+            self.search, RunFilter.of(workflow, status, tags), self._index_queues(), self.now_ms, reason,
+            then=lambda run_ids: client_waits.cancel_descendants(self, run_ids, reason=reason),
+        )  # fmt: skip
 
     def _load_scripts_for_batches(self) -> None:
         if self.keys.cluster:
@@ -610,7 +633,7 @@ class RedflowClient:
 
     def register_event_wait(self, event: str, waiter: EventWaiter) -> None:
         """Put a run parking in ``step.wait_for_event`` in ``event``'s waiter index."""
-        event_waiters.register(self.redis, self.scripts, event, waiter)
+        event_waiters.register(self.scripts, event, waiter)
 
     def forget_event_wait(self, event: str, waiter: EventWaiter) -> None:
         """Take a run whose wait ended out of ``event``'s waiter index (unless it waits again)."""

@@ -48,14 +48,14 @@ def fan_out(
         raise RedflowError("an event needs a non-empty name")
     payload_json = _payload_json(name, payload)
     # Subscribers and waiters (or, for a scheduled event, its record) in one round trip.
-    pipe = client.redis.pipeline(transaction=False)
-    pipe.smembers(client.keys.event_index(name))
+    batch = client.scripts.batch()
+    batch.smembers(client.keys.event_index(name))
     if available_at is None:
-        pipe.hgetall(client.keys.event_waiters(name))
+        batch.hgetall(client.keys.event_waiters(name))
     else:
         event_id = event_run_idempotency_key(name, idempotency_key) if idempotency_key else new_id("event")
-        pipe.zadd(client.keys.scheduled_events(), {scheduled_event_json(event_id, name, payload_json): available_at})
-    def_ids, waiters = pipe.execute()
+        client.scripts.schedule_event(entry=scheduled_event_json(event_id, name, payload_json), at_ms=available_at, conn=batch)
+    def_ids, waiters = batch.execute()
     if available_at is None and waiters:
         event_waiters.deliver(client.scripts, name, payload_json, waiters, client.now_ms())
 

@@ -31,11 +31,12 @@ CHILD_IDEMPOTENCY_TTL_S = 7 * 24 * 3600
 _STOPPED = ("canceled", "requested")
 
 
-def deliver_event(client: RedflowClient, name: str, payload_json: str) -> list[str]:
-    """Deliver an event (JSON payload) to the runs waiting for it, and to no
-    subscriber: how a scheduled event reaches its waiters when it fires."""
+def deliver_event(client: RedflowClient, name: str, payload_json: str, fired_at: float) -> list[str]:
+    """Deliver an event (JSON payload) to the runs waiting for it since before
+    ``fired_at`` (Redis ms), and to no subscriber: how a scheduled event
+    reaches its waiters when it fires (late or twice, it reaches no later wait)."""
     waiters = client.redis.hgetall(client.keys.event_waiters(name))
-    return event_waiters.deliver(client.scripts, name, payload_json, waiters, client.now_ms()) if waiters else []
+    return event_waiters.deliver(client.scripts, name, payload_json, waiters, client.now_ms(), fired_at) if waiters else []
 
 
 def start_children(client: RedflowClient, workflow: Workflow | str, inputs: Sequence[Any], *, parent_run_id: str,
@@ -50,12 +51,15 @@ def start_children(client: RedflowClient, workflow: Workflow | str, inputs: Sequ
     extra = {RunField.NOTIFY_PARENT: parent_queue}
     children_key, now = client._children_key(parent_run_id), client.now_ms()
     batch, proposed = client.scripts.batch(), [new_id("run") for _ in encoded]
+    listing = client.listing_batch(batch, children_key)  # each child is listed before it exists
     for run_id, input_json, key in zip(proposed, encoded, keys):
         client._add_enqueue(
             batch, target, input_json, run_id=run_id, queue=target.queue, now=now, available_at=None, max_attempts=None,
             idempotency_key=key, idempotency_ttl=CHILD_IDEMPOTENCY_TTL_S, replace_id="", parent_run_id=parent_run_id,
-            children_key=children_key, extra_fields=extra,
+            children_key=children_key, extra_fields=extra, listing=listing,
         )  # fmt: skip
+    if listing is not batch and proposed:
+        listing.execute()
     replies = [reply for reply in batch.execute() if isinstance(reply, Enqueued)] if proposed else []
     ids = []
     for run_id, (value, input_json), key, enqueued in zip(proposed, prepared, keys, replies):
@@ -91,9 +95,16 @@ def get_progress(client: RedflowClient, run_id: str) -> Any:
 def cancel_children(client: RedflowClient, run_id: str, reason: str | None = None) -> int:
     """Cancel the unfinished runs started with ``run_id`` as their parent, and
     theirs, level by level, at most CANCEL_BATCH runs per round trip (a child
-    on another queue too); returns how many were canceled or told to stop."""
-    error_json, seen, count = cancel_error_json(reason), {run_id}, 0
-    frontier = [run_id]
+    on another queue too); returns how many were canceled or told to stop.
+    Call it only once ``run_id`` is marked (canceled, or asked to be): a child
+    listed later is the business of its creator (engine/fence.py)."""
+    return cancel_descendants(client, [run_id], reason)
+
+
+def cancel_descendants(client: RedflowClient, run_ids: Sequence[str], reason: str | None = None) -> int:
+    """:func:`cancel_children` of several runs at once (``cancel_many``'s)."""
+    error_json, seen, count = cancel_error_json(reason), set(run_ids), 0
+    frontier = list(run_ids)
     while frontier:
         children: list[str] = []
         for start in range(0, len(frontier), CANCEL_BATCH):

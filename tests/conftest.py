@@ -104,3 +104,8 @@ def cli(redis_url, prefix, capsys):
         return code, out, err
 
     return run
+
+
+# tests/django_project/ is a Django project with tests of its own, which need
+# Python 3.12+ and Django 6: tests/test_django.py runs them in .venv-django.
+collect_ignore = ["django_project"]

@@ -15,9 +15,11 @@ run between two of its moves).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any
 
+from redflow.core import codec
 from redflow.core.keys import TERMINAL_STATUSES
 
 _CHECK_LUA = """
@@ -85,3 +87,146 @@ def machine_settings(max_examples: int, step_count: int) -> Any:
 
     return settings(max_examples=max_examples, stateful_step_count=step_count, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
+
+
+# -- rate limits, by Redis's clock ------------------------------------------------------
+
+
+def rate_breaches(starts: dict[str, tuple[int, int]], limit: int, period_ms: int) -> list[str]:
+    """Proven breaches of "never more than ``limit`` starts in any window of
+    ``period_ms``": ``starts`` maps a start (``<run id>:<attempt>``) to the
+    bounds (lo, hi], in Redis's ms, between which Redis admitted it. A breach is
+    ``limit + 1`` starts that all lie within less than the period whatever
+    their exact times in their bounds, so coarse bounds never make one up."""
+    spans = sorted(starts.items(), key=lambda item: item[1][0])
+    breaches = []
+    for index, (_, (lo, _)) in enumerate(spans):
+        later = sorted(spans[index:], key=lambda item: item[1][1])[: limit + 1]
+        if len(later) == limit + 1 and later[-1][1][1] - lo < period_ms:
+            names = ", ".join(f"{name} in ({a}, {b}]" for name, (a, b) in later)
+            breaches.append(f"{limit + 1} starts within {later[-1][1][1] - lo} ms < {period_ms} ms (by Redis's clock): {names}")
+    return breaches
+
+
+def server_ms(r: Any) -> int:
+    """Redis's clock now, in integer ms."""
+    seconds, micros = r.time()
+    return int(seconds) * 1000 + int(micros) // 1000
+
+
+# -- what live runs need, and what retention must reach ------------------------------------
+
+_MISSING_CHILDREN_LUA = """
+-- KEYS: per parent, 2 keys: run, steps; ARGV: run key prefix, the step, the parent ids
+-- Returns {parent, child, ...}: children a live parent waits for in ``step`` (its
+-- waiting record names them; once it has collected them the record says succeeded)
+-- whose run hash is gone. One script: an atomic view, so a parent that just ended
+-- and a child purged right after are never taken for a live one.
+local prefix, step = ARGV[1], ARGV[2]
+local live = {scheduled = true, queued = true, running = true}
+local missing = {}
+for i = 3, #ARGV do
+  local base = (i - 3) * 2
+  if live[redis.call("hget", KEYS[base + 1], "status") or ""] then
+    local ok, record = pcall(cjson.decode, redis.call("hget", KEYS[base + 2], step) or "")
+    local wait = ok and type(record) == "table" and record.status == "running" and record.wait
+    if type(wait) == "table" and type(wait.children) == "table" then
+      for _, id in ipairs(wait.children) do
+        if redis.call("exists", prefix .. id) == 0 then
+          table.insert(missing, ARGV[i])
+          table.insert(missing, id)
+        end
+      end
+    end
+  end
+end
+return missing
+"""
+
+
+def children_missing(r: Any, keys: Any, parent_ids: Iterable[str], step: str) -> dict[str, set[str]]:
+    """``{parent: children}``: children a live parent waits for in its
+    ``run_workflows`` step ``step`` (not collected yet) that were deleted
+    (empty when none were)."""
+    parents = list(parent_ids)
+    missing: dict[str, set[str]] = {}
+    for start in range(0, len(parents), _BATCH):
+        batch = parents[start : start + _BATCH]
+        script_keys = [key for p in batch for key in (keys.run(p), keys.run_steps(p))]
+        flat = r.eval(_MISSING_CHILDREN_LUA, len(script_keys), *script_keys, keys.run_prefix(), step, *batch)
+        for parent, child in zip(flat[::2], flat[1::2]):
+            missing.setdefault(parent, set()).add(child)
+    return missing
+
+
+def events_resolving_twice(steps_of: dict[str, dict[str, str]], field: str = "eid") -> dict[str, dict[str, list[str]]]:
+    """``{run: {event id: [steps]}}``: events (told apart by ``payload[field]``)
+    that resolved more than one wait step of the same run; ``steps_of`` maps
+    runs to their step records (a resolved record is never rewritten, so
+    records read at different times can be judged together)."""
+    twice: dict[str, dict[str, list[str]]] = {}
+    for run_id, steps in steps_of.items():
+        seen: dict[str, list[str]] = {}
+        for step, raw in sorted(steps.items()):
+            eid = (event_payload(raw) or {}).get(field)
+            if isinstance(eid, str):
+                seen.setdefault(eid, []).append(step)
+        doubled = {eid: names for eid, names in seen.items() if len(names) > 1}
+        if doubled:
+            twice[run_id] = doubled
+    return twice
+
+
+def event_payload(raw_step: str | None) -> dict[str, Any] | None:
+    """The payload a succeeded wait step holds (its output), if it is a dict."""
+    record = codec.try_loads(raw_step) if raw_step else None
+    if not isinstance(record, dict) or record.get("status") != "succeeded":
+        return None
+    output = codec.try_loads(record.get("outputJson") or "null")
+    return output if isinstance(output, dict) else None
+
+
+RUN_ID = re.compile(r"run_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def leftovers(r: Any, keys: Any, prefix: str) -> dict[str, str]:
+    """``{key: why}``: keys of ``prefix`` that name a run whose hash is gone (in
+    their name, or as a member, field, entry or value) and do not expire by
+    themselves. Once every run has been purged, whatever this finds is a key
+    retention and purge cannot reach: it stays for good."""
+    found: dict[str, str] = {}
+    exists: dict[str, bool] = {}
+
+    def gone(text: str) -> list[str]:
+        ids = [i for i in RUN_ID.findall(text) if i not in exists]
+        if ids:
+            pipe = r.pipeline(transaction=False)
+            for run_id in ids:
+                pipe.exists(keys.run(run_id))
+            exists.update(zip(ids, map(bool, pipe.execute())))
+        return sorted({i for i in RUN_ID.findall(text) if not exists[i]})
+
+    for key in r.scan_iter(f"{prefix}:*", count=1000):
+        if r.pttl(key) >= 0:
+            continue  # it expires by itself
+        kind = r.type(key)
+        named = gone(key)
+        if named:
+            found[key] = f"a {kind} named after gone run(s) {named}"
+            continue
+        if kind == "zset":
+            content = " ".join(r.zrange(key, 0, -1))
+        elif kind == "set":
+            content = " ".join(r.smembers(key))
+        elif kind == "hash":
+            content = " ".join(f"{k} {v}" for k, v in r.hgetall(key).items())
+        elif kind == "list":
+            content = " ".join(r.lrange(key, 0, -1))
+        elif kind == "string":
+            content = r.get(key) or ""
+        else:
+            content = ""
+        named = gone(content)
+        if named:
+            found[key] = f"a {kind} that still names gone run(s) {named[:5]}{' ...' if len(named) > 5 else ''}"
+    return found

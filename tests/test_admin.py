@@ -84,7 +84,7 @@ def test_runs_cancel_and_retry_act_and_refuse_with_exit_1(cli, runs, client):
 
 
 def test_runs_retry_goes_on_counting_attempts_with_max_attempts_more(cli, start, registry, client):
-    """What the README says `runs retry` does (3/3 runs again as 4/6), with 2 attempts to keep the backoffs short."""
+    """What docs/operations/worker.md says `runs retry` does (3/3 runs again as 4/6), with 2 attempts to keep the backoffs short."""
     seen = []
 
     @define_workflow("twice", registry=registry, max_attempts=2)

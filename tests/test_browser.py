@@ -3,7 +3,7 @@ run's timeline, the dark theme, and cancelling a run.
 
 Debian's chromium and chromium-driver are installed by scripts/setup-env; a
 missing browser fails this test (it never skips). Set
-REDFLOW_SCREENSHOTS=docs to refresh the README's screenshots
+REDFLOW_SCREENSHOTS=docs to refresh the docs' screenshots
 (dashboard.png, dashboard-dark.png, workflows.png, run-timeline.png).
 """
 

@@ -1,7 +1,7 @@
 """The dashboard's operator controls in a real headless Chromium: filter by tag,
 page back, cancel every matching run with the bulk button, pause and trigger
 a cron. Set REDFLOW_DASHBOARD_OPS_PNG=docs/dashboard-operations.png to
-refresh the README's screenshot."""
+refresh the docs' screenshot."""
 
 from __future__ import annotations
 

@@ -118,7 +118,7 @@ def test_an_answer_of_no_exits_1(cli, client, registry):
     assert cli("runs", "cancel", handle.id)[0] == EXIT_NO  # it already ended
 
 
-def test_the_exit_rule_is_in_the_help_and_the_readme():
+def test_the_exit_rule_is_in_the_help_and_the_cli_docs():
     assert EXIT_RULE in build_parser().format_help()
-    readme = " ".join((ROOT / "README.md").read_text().split())
-    assert " ".join(EXIT_RULE.split()) in readme
+    page = " ".join((ROOT / "docs" / "operations" / "worker.md").read_text().split())
+    assert " ".join(EXIT_RULE.split()) in page

@@ -6,6 +6,7 @@ import subprocess
 
 import orjson
 import pytest
+from doc_pages import page_text
 from helpers import CLI, ROOT, WorkerProcess
 
 from redflow import Registry, define_workflow
@@ -68,8 +69,8 @@ def test_a_worker_with_its_log_format_after_the_command_logs_json(redis_url, pre
     assert any(record["message"].startswith("worker started") for record in records)
 
 
-def test_the_readme_synopsis_and_defaults_match_the_worker_command():
-    readme = (ROOT / "README.md").read_text()
+def test_the_docs_synopsis_and_defaults_match_the_worker_command():
+    readme = page_text("docs/operations/worker.md")
     synopsis = readme[readme.index("redflow-gevent worker -A myapp.workflows") :].split("```", 1)[0]
     worker = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices["worker"]
     actions = [a for a in worker._actions if a.option_strings and a.dest != "help"]

@@ -1,4 +1,4 @@
-"""The client API (the README's "Client" section) against a real redis-server."""
+"""The client API (docs/guide/client.md) against a real redis-server."""
 
 import time
 

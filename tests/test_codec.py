@@ -1,4 +1,4 @@
-"""Values and JSON (the README's table): what is converted, what is refused,
+"""Values and JSON (the table of docs/guide/values.md): what is converted, what is refused,
 and one message naming the path of the refused value."""
 
 import collections
@@ -6,11 +6,9 @@ import dataclasses
 import datetime
 import decimal
 import enum
-import re
 import uuid
 
 import pytest
-from helpers import ROOT
 
 from redflow import InputValidationError, OutputSerializationError, Registry, define_workflow
 from redflow.core import codec
@@ -125,15 +123,3 @@ def test_a_step_or_workflow_output_json_cannot_hold_names_its_path():
         run_inline(step_set)
     with pytest.raises(OutputSerializationError, match=r"^Workflow output is not JSON-serializable: output\[0\] is a dataclass \(Point\)"):
         run_inline(output_point)
-
-
-def test_the_readme_values_example_prints_the_refusal_and_the_year(capsys):
-    readme = (ROOT / "README.md").read_text()
-    block = next(b for b in re.findall(r"```python\n(.*?)```", readme, flags=re.S) if '@define_workflow("remind"' in b)
-    exec(compile(block, "README.md", "exec"), {"__name__": "readme_values"})
-    refusal, year = capsys.readouterr().out.splitlines()
-    assert refusal == (
-        'input of workflow \'remind\' is not JSON-serializable: input["items"][1]["when"] is a datetime: '
-        "JSON has no dates or times, pass value.isoformat() (or a unix time) and parse it in the handler"
-    )
-    assert year == "2027"

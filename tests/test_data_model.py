@@ -22,6 +22,7 @@ from redflow.core.keys import (
     cron_fire_idempotency_key,
     enc,
     event_run_idempotency_key,
+    scope_queue,
     step_event_idempotency_key,
     step_workflow_idempotency_key,
 )
@@ -40,6 +41,10 @@ KEY_TABLE = [
     (K.run("run_1"), "redflow:v1:run:run_1"),
     (K.run_steps("run_1"), "redflow:v1:run:run_1:steps"),
     (K.run_lease("run_1"), "redflow:v1:run:run_1:lease"),
+    # the asyncio package's (docs/interop.md)
+    (K.run_blobs("run_1"), "redflow:v1:run:run_1:blobs"),
+    (K.run_terminal("run_1"), "redflow:v1:run:run_1:terminal"),
+    (Keys("p", cluster=True).run_blobs("run_1", "q"), "p:{q:q}:run:run_1:blobs"),
     (K.queue_ready("default"), "redflow:v1:q:default:ready"),
     (K.queue_processing("default"), "redflow:v1:q:default:processing"),
     (K.queue_scheduled("default"), "redflow:v1:q:default:scheduled"),
@@ -58,10 +63,28 @@ KEY_TABLE = [
     (cron_fire_idempotency_key("cron_auto_x", 1000), "cron:11:cron_auto_x:1000"),
 ]
 
+#: (app, queue) -> the queue name, as the asyncio package's scope_queue_name gives it.
+SCOPED_QUEUES = [
+    (("shop", "default"), "shop:default"),
+    ((" shop ", " emails "), "shop:emails"),
+    (("shop", "shop:emails"), "shop:emails"),
+    (("shop", "shops:emails"), "shop:shops:emails"),
+    (("shop", None), "shop:default"),
+    (("shop", "  "), "shop:default"),
+    ((None, "emails"), "emails"),
+    (("", None), "default"),
+    (("unknown", "emails"), "emails"),
+]
+
 
 @pytest.mark.parametrize(("actual", "expected"), KEY_TABLE)
 def test_key_strings_match_the_data_model(actual, expected):
     assert actual == expected
+
+
+@pytest.mark.parametrize(("app_queue", "expected"), SCOPED_QUEUES)
+def test_queues_are_scoped_by_app_as_the_asyncio_package_scopes_them(app_queue, expected):
+    assert scope_queue(*app_queue) == expected
 
 
 @pytest.mark.parametrize("keys", [K, Keys("redflow:v1", cluster=True)], ids=["single", "cluster"])

@@ -118,5 +118,5 @@ def test_the_gunicorn_extra_installs_what_gunicorns_gevent_worker_imports():
     theirs = [Requirement(text) for text in metadata.requires("gunicorn") or ()]
     needed = {r.name for r in theirs if r.marker is not None and r.marker.evaluate({"extra": "gevent"})}
     assert "packaging" in needed and all(metadata.version(name) for name in needed)  # installed here, as for a user
-    readme = " ".join((ROOT / "README.md").read_text().split())
-    assert 'pip install "redflow-gevent[gunicorn]"' in readme and "No module named 'packaging'" in readme
+    page = " ".join((ROOT / "docs" / "guide" / "embedding.md").read_text().split())
+    assert 'pip install "redflow-gevent[gunicorn]"' in page and "No module named 'packaging'" in page

@@ -17,8 +17,9 @@ PACKAGE = ROOT / "redflow"
 LUA = PACKAGE / "store" / "lua"
 
 #: Layers in order (STYLE.md): a module may import from its own layer and those before it
-#: (the bench starts its redis-server with the testing harness).
-LAYERS = ["core", "store", "top", "engine", "ops", "testing", "bench"]
+#: (the bench starts its redis-server with the testing harness). ``contrib`` (framework
+#: integrations) is a leaf: see test_nothing_in_redflow_imports_contrib.
+LAYERS = ["core", "store", "top", "engine", "ops", "contrib", "testing", "bench"]
 TOP_MODULES = {"registry", "client", "client_waits", "client_events", "enqueue_hooks", "handle", "cron", "sync", "__init__"}
 
 
@@ -61,8 +62,8 @@ def runtime_imports(tree: ast.Module) -> list[tuple[int, str]]:
 
 def test_the_package_lists_its_layers_and_the_user_facing_modules_only():
     names = {m.name for m in pkgutil.iter_modules(redflow.__path__)}
-    assert {"core", "store", "engine", "ops", "bench", "testing"} <= names
-    assert names - {"core", "store", "engine", "ops", "bench", "testing"} <= TOP_MODULES
+    assert {"core", "store", "engine", "ops", "contrib", "bench", "testing"} <= names
+    assert names - {"core", "store", "engine", "ops", "contrib", "bench", "testing"} <= TOP_MODULES
     assert not [n for n in names if n.startswith(("bench_", "testing_"))]
 
 
@@ -81,6 +82,19 @@ def test_no_module_imports_from_a_layer_after_its_own_except_where_commented():
             if "upward import" not in context:
                 upward.append(f"{importer}:{lineno} imports {imported}")
     assert upward == []
+
+
+def test_nothing_in_redflow_imports_contrib():
+    """An integration's framework (Django) is imported only by those who use it."""
+    importers = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        importer = module_name(path)
+        if layer_of(importer) == "contrib":
+            continue
+        importers += [
+            f"{importer}:{line}" for line, imported in runtime_imports(ast.parse(path.read_text())) if layer_of(imported) == "contrib"
+        ]
+    assert importers == []
 
 
 def test_every_lua_script_is_a_file_with_a_header_and_no_python_string_holds_lua():

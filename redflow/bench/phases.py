@@ -225,12 +225,12 @@ def _succeeded_timings(bench: Bench, run_ids: list[str]) -> dict[str, Timing]:
 # -- paced ---------------------------------------------------------------------
 
 
-def paced(bench: Bench, count: int, rate: float) -> dict[str, Any]:
-    """``count`` runs at ``rate`` runs/s, each awaited by its own waiter greenlet."""
+def paced_runs(bench: Bench, count: int, rate: float, progress: Progress | None = None) -> tuple[dict[str, float], dict[str, float], float]:
+    """``count`` runs at ``rate`` runs/s, each awaited by its own waiter greenlet:
+    (run id -> enqueue time, run id -> result time, the time the first was sent)."""
     enqueued: dict[str, float] = {}
     results: dict[str, float] = {}
     waiters = Group()
-    progress = Progress(count, "paced", bench.progress)
     began = time.time()
     for index in range(count):
         delay = began + index / rate - time.time()
@@ -240,8 +240,16 @@ def paced(bench: Bench, count: int, rate: float) -> dict[str, Any]:
         handle = bench.client.run(bench.workflow, bench_app.run_input(bench.steps))
         enqueued[handle.id] = sent
         waiters.spawn(_await, handle, results, bench.timeout_s)
-        progress.update(len(results))
+        if progress is not None:
+            progress.update(len(results))
     waiters.join(raise_error=True)
+    return enqueued, results, began
+
+
+def paced(bench: Bench, count: int, rate: float) -> dict[str, Any]:
+    """``count`` runs at ``rate`` runs/s, each awaited by its own waiter greenlet."""
+    progress = Progress(count, "paced", bench.progress)
+    enqueued, results, began = paced_runs(bench, count, rate, progress)
     progress.close()
     produced_s = max(1e-3, max(enqueued.values()) - began)
     timings = _succeeded_timings(bench, list(enqueued))

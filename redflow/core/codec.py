@@ -5,7 +5,7 @@ build arbitrary objects from a payload: a queue must never be a way to run
 code on a worker (no pickle, no eval).
 
 What JSON cannot hold is refused rather than converted into something the
-handler would get back as another type (the README's "Values and JSON"
+handler would get back as another type (docs/guide/values.md, "Values and JSON"
 table): datetimes and dataclasses are refused through orjson's passthrough
 options, at no cost to the hot path; the few conversions orjson always makes
 (UUID to its string, an enum to its value, a tuple to an array, NaN to

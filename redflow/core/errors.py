@@ -64,6 +64,18 @@ class CorruptDataError(RedflowError, ValueError):
     """Data read from Redis is not in the DATA_MODEL.md format (bad JSON, bad field)."""
 
 
+class MissingBlobError(CorruptDataError):
+    """A stored payload refers to a blob (``@blob:v1:...``, the asyncio package's
+    large-payload reference) that is not in the run's blob hash: retention or a
+    purge deleted it, or the writer died before writing it."""
+
+    def __init__(self, run_id: str, field: str, ref: str) -> None:
+        self.run_id = run_id
+        self.field = field
+        self.ref = ref
+        super().__init__(f"run {run_id} {field} refers to a blob that is missing from the run's blob hash: {ref}")
+
+
 class UnknownWorkflowError(RedflowError, LookupError):
     """No workflow of that name is registered (locally or in Redis)."""
 

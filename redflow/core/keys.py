@@ -149,6 +149,18 @@ class Keys:
         """
         return f"{self._scoped(queue)}run:{run_id}:done"
 
+    def run_blobs(self, run_id: str, queue: str | None = None) -> str:
+        """hash (the asyncio package's, 0.0.12 and later): blob field ``v1:<sha1>`` ->
+        a large JSON payload of the run, plain or ``@gzip:b64:``; the run's fields
+        hold ``@blob:v1:<sha1>`` references to them (redflow/core/blobs.py)."""
+        return f"{self.run(run_id, queue)}:blobs"
+
+    def run_terminal(self, run_id: str, queue: str | None = None) -> str:
+        """stream (the asyncio package's, 0.1.2 and later): one entry ``{status,
+        finishedAt}`` (MAXLEN ~1) added when the run ends; its clients'
+        ``handle.result()`` block on it (XREAD from ``0-0``)."""
+        return f"{self.run(run_id, queue)}:terminal"
+
     def run_queues(self) -> str:
         """hash (cluster mode only): run id -> queue, to find a run's slot from its id."""
         return self._p + "run-queues"
@@ -366,14 +378,33 @@ class Keys:
 
     def event_waiters(self, event: str) -> str:
         """hash: run id -> JSON of its wait (queue, step, match, the waiting step
-        record), for runs parked in ``step.wait_for_event(event)``. Emitting
-        ``event`` reads it; an entry goes when its wait ends."""
+        record, since: when the entry was first written, Redis ms), for runs
+        parked in ``step.wait_for_event(event)``. Emitting ``event`` reads
+        it; an entry goes when its wait ends."""
         return f"{self._p}event:waiters:{enc(event)}"
 
     def scheduled_events(self) -> str:
         """zset: JSON ``{id, event, payloadJson}`` -> fire ms: events that
-        ``schedule_event`` delivers to waiting runs when they fire."""
+        ``schedule_event`` delivers to waiting runs when they fire; one a
+        worker is delivering is ``claimed:<fire ms>:<that JSON>`` -> the end
+        of its claim (claim_scheduled_events.lua)."""
         return self._p + "events:scheduled"
+
+
+#: The app name the asyncio package reads for workflow metadata without one; it scopes nothing.
+UNSCOPED_APP: Final = "unknown"
+
+
+def scope_queue(app: str | None, queue: str | None) -> str:
+    """The queue name a run of ``queue`` has in app ``app``, as the asyncio
+    ``redflow`` package (0.0.8 and later) names it: ``<app>:<queue>``; the
+    queue alone without an app (or with ``unknown``); unchanged when it already
+    starts with ``<app>:``. Blank names are stripped, and a blank queue is ``default``."""
+    queue = (queue or "").strip() or "default"
+    app = (app or "").strip()
+    if not app or app == UNSCOPED_APP or queue.startswith(f"{app}:"):
+        return queue
+    return f"{app}:{queue}"
 
 
 def new_id(kind: str) -> str:

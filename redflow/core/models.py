@@ -12,10 +12,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from redflow.core import codec
+from redflow.core.blobs import blob_field_of, resolve
 from redflow.core.clock import ms_to_s, s_to_ms
 from redflow.core.errors import CorruptDataError, RedflowError
 from redflow.core.keys import RUN_STATUSES, TERMINAL_STATUSES
 from redflow.core.retention import FINISHED_STATUSES, Retention
+from redflow.core.step_arrays import ArrayStep, parse_step_array
 from redflow.core.tags import tags_of
 
 
@@ -258,23 +260,24 @@ class Step:
     wait: Wait | None = None
 
     @classmethod
-    def from_json(cls, name: str, raw: str) -> Step:
-        """Parse a step record; one that does not decode is a step with status ``unreadable``."""
+    def from_json(cls, name: str, raw: str, *, blobs: Mapping[str, str | None] | None = None, run_id: str = "") -> Step:
+        """Parse a step record, in the object form or the asyncio package's array
+        form; one that does not decode is a step with status ``unreadable``.
+        ``blobs``: the run's blob hash fields its payloads refer to (``@blob:``
+        references, redflow/core/blobs.py); a payload whose blob is missing is
+        :class:`Unreadable`, and so is any reference when ``blobs`` is None."""
         what = f"step {name!r}"
-        record = decoded(raw, what)
-        if not isinstance(record, dict):
-            reason = record.reason if isinstance(record, Unreadable) else "not a JSON object"
-            return cls(
-                name=name, status=STEP_UNREADABLE, seq=0, output=Unreadable(raw, reason), error=None, started_at=None, finished_at=None
-            )
+        record = step_record(raw, what)
+        if isinstance(record, Unreadable):
+            return cls(name=name, status=STEP_UNREADABLE, seq=0, output=record, error=None, started_at=None, finished_at=None)
         output_json = record.get("outputJson")
         error_json = record.get("errorJson")
-        error = None if error_json is None else decoded(error_json, f"{what} error")
+        error = None if error_json is None else payload(error_json, blobs, run_id=run_id, field=f"{what} errorJson")
         return cls(
             name=name,
             status=str(record.get("status", "")),
             seq=step_seq(record) or 0,
-            output=None if output_json is None else decoded(output_json, f"{what} output"),
+            output=None if output_json is None else payload(output_json, blobs, run_id=run_id, field=f"{what} outputJson"),
             error=unreadable_error(error)
             if isinstance(error, Unreadable)
             else error
@@ -285,6 +288,47 @@ class Step:
             attempt=_positive_int(record.get("attempt")),
             wait=Wait.of_record(record),
         )
+
+
+def payload(stored: str, blobs: Mapping[str, str | None] | None, *, run_id: str, field: str) -> Any:
+    """The JSON value of a stored payload that may be a ``@blob:`` reference;
+    :class:`Unreadable` when it does not decode or its blob is missing (or no
+    ``blobs`` were read), so that one bad payload fails no listing."""
+    if blob_field_of(stored) is not None:
+        if blobs is None:
+            return Unreadable(stored, "a reference to a blob of the run's blob hash, which was not read")
+        try:
+            stored = resolve(stored, blobs, run_id=run_id, field=field)
+        except CorruptDataError as exc:
+            return Unreadable(stored, str(exc))
+    return decoded(stored, f"run {run_id} {field}" if run_id else field)
+
+
+def step_record(raw: str, what: str) -> dict[str, Any] | Unreadable:
+    """A stored step record as a dict of the object form (DATA_MODEL.md), whichever
+    form it was written in: the asyncio package's array records (0.0.25 and
+    later, redflow/core/step_arrays.py) are translated. :class:`Unreadable` when it is neither."""
+    record = decoded(raw, what)
+    if isinstance(record, list):
+        try:
+            return _object_form(parse_step_array(record, what=what))
+        except CorruptDataError as exc:
+            return Unreadable(raw, str(exc))
+    if isinstance(record, dict):
+        return record
+    return record if isinstance(record, Unreadable) else Unreadable(raw, "not a JSON object or array")
+
+
+def _object_form(step: ArrayStep) -> dict[str, Any]:
+    """An array step record in the object form. A running record's wake time is
+    our ``sleep`` wait (a run parked in the asyncio package's ``wait_for`` sleeps
+    on); its event and input waits have no counterpart here and are left out."""
+    record: dict[str, Any] = {"status": step.status, "seq": step.seq, "attempt": step.attempt}
+    optional = {"startedAt": step.started_at, "outputJson": step.output, "errorJson": step.error, "childRunId": step.child_run_id}
+    record.update({key: value for key, value in optional.items() if value is not None})
+    if step.wait_until_at is not None:
+        record["wait"] = {"kind": WAIT_SLEEP, "wakeAt": step.wait_until_at}
+    return record
 
 
 def unreadable_error(value: Unreadable) -> dict[str, Any]:
@@ -378,17 +422,26 @@ def step_waiting_json(seq: int, started_at: int, wait: Wait) -> str:
 @dataclass(frozen=True, slots=True)
 class EventWaiter:
     """An entry of ``P:event:waiters:<event>``: where the waiting run's step is,
-    what the payload must contain, and the step's waiting record (a delivery
-    only lands while the step still holds exactly that record)."""
+    what the payload must contain, the step's waiting record (a delivery only
+    lands while the step still holds exactly that record) and ``since``, when
+    the entry first existed by Redis's clock (ms with a microsecond fraction,
+    written by ``register_waiter``; None in an entry from before it was kept)."""
 
     run_id: str
     queue: str
     step: str
     match: dict[str, Any]
     record: str
+    since: float | None = None
 
-    def to_json(self) -> str:
-        return codec.dumps({"queue": self.queue, "step": self.step, "match": self.match, "record": self.record})
+    def head(self) -> str:
+        """The entry's JSON up to its ``since`` (without the closing brace): what
+        names the wait. ``register_waiter`` appends ``,"since":<ms>}``."""
+        return codec.dumps({"queue": self.queue, "step": self.step, "match": self.match, "record": self.record})[:-1]
+
+    def began_before(self, at_ms: float) -> bool:
+        """Whether the wait's entry existed before ``at_ms`` (Redis ms); an entry without a stamp did."""
+        return self.since is None or self.since < at_ms
 
     def resolved(self, payload_json: str, now: int) -> str | None:
         """The succeeded record that replaces the waiting one (the payload is the
@@ -413,7 +466,9 @@ class EventWaiter:
         if not isinstance(entry, dict) or not all(isinstance(entry.get(k), str) for k in ("queue", "step", "record")):
             return None
         match = entry.get("match")
-        return cls(run_id, entry["queue"], entry["step"], match if isinstance(match, dict) else {}, entry["record"])
+        since = entry.get("since")
+        since = since if isinstance(since, (int, float)) and not isinstance(since, bool) else None
+        return cls(run_id, entry["queue"], entry["step"], match if isinstance(match, dict) else {}, entry["record"], since)
 
 
 def json_equal(a: Any, b: Any) -> bool:

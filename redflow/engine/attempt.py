@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import gevent
 from redis.exceptions import RedisError
@@ -31,8 +31,18 @@ from redflow.core.keys import TERMINAL_STATUSES, new_id
 from redflow.core.models import RunField, int_field, max_attempts_of
 from redflow.core.retry import compute_retry_delay_ms, is_retryable
 from redflow.core.tags import tags_of
-from redflow.engine import parking
-from redflow.engine.context import CancelSignal, OnFailureContext, RunInfo, RunInterrupt, WorkflowContext
+from redflow.engine import fence, parking
+from redflow.engine.context import (
+    CANCELED,
+    LEASE_LOST,
+    REDIS_LOST,
+    WORKER_STOPPED,
+    CancelSignal,
+    OnFailureContext,
+    RunInfo,
+    RunInterrupt,
+    WorkflowContext,
+)
 from redflow.engine.lease import Lease
 from redflow.engine.limits import start_admitted
 from redflow.engine.observers import AttemptReport, Observers
@@ -49,13 +59,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("redflow.attempt")
 
+T = TypeVar("T")
+
 #: What a reply byte that is not UTF-8 decodes to.
 _NOT_AN_ID = "\ufffd"
 
-CANCELED = "canceled"
-LEASE_LOST = "lease_lost"
-REDIS_LOST = "redis_unavailable"
-WORKER_STOPPED = "worker_stopped"
 #: Interrupts after which the attempt is left to another worker, not finalized.
 _ABANDONING = (LEASE_LOST, REDIS_LOST, WORKER_STOPPED)
 
@@ -181,6 +189,8 @@ class Attempt:
         self.next_claim: Claimed | None = None
         #: A run_workflows child: (parent id, parent queue), told when this run ends.
         self.parent_link: tuple[str, str] | None = None
+        #: Children were started and the run not read again since (engine/fence.py).
+        self.children_unchecked = False
         self._cleanup = True
         self._greenlet: Any = None
         self._in_handler = False
@@ -365,7 +375,7 @@ class Attempt:
                 args = {"status": "parked", "error_json": parking.CANCELED_JSON, "park": request.settle_args()}
             case Abandoned():
                 self._release_lease()
-                return outcome
+                return self._abandoned(outcome)
             case _:
                 return outcome
         next_token = new_id("lease") if self.claim_next and not rt.stopping() else ""
@@ -391,7 +401,7 @@ class Attempt:
         final = settled.status
         if final == "stale":
             self.rt.keeper.report_lost(self.lease, "its settle was refused: another worker owns the run now; not finalizing")
-            return Abandoned(LEASE_LOST)
+            return self._abandoned(Abandoned(LEASE_LOST))
         if final == "scheduled":
             self.rt.wake_promoter(args["retry_at"])
         elif final == "parked" and isinstance(outcome, Parked):
@@ -400,6 +410,11 @@ class Attempt:
             parking.after_end(self, final)  # tell a waiting parent; cancel children
         if final == "canceled" and not isinstance(outcome, Canceled):
             return Canceled(CanceledError())
+        return outcome
+
+    def _abandoned(self, outcome: Abandoned) -> Abandoned:
+        if self.children_unchecked:  # stopped between starting children and reading the run again
+            fence.cancel_if_canceled(self)
         return outcome
 
     def _release_lease(self) -> None:
@@ -439,6 +454,24 @@ class Attempt:
     def raise_if_interrupted(self) -> None:
         if self.interrupted is not None:
             raise RunInterrupt(self.interrupted)
+
+    @contextmanager
+    def interrupts_held(self) -> Iterator[None]:
+        """Nothing is thrown into the handler inside: a stop meanwhile is raised at the end."""
+        held, self._in_handler = self._in_handler, False
+        try:
+            yield
+        finally:
+            self._in_handler = held
+        self.raise_if_interrupted()
+
+    def confirm_owner(self) -> None:
+        """Before a new step: an attempt whose lease may have lapsed confirms it still owns its run."""
+        fence.confirm_before_step(self)
+
+    def fence_children(self, create: Callable[[], T]) -> T:
+        """Start child runs with ``create`` so that none outlives a cancel of this run (engine/fence.py)."""
+        return fence.start_children(self, create)
 
     def save_step(self, name: str, step_json: str, expected: str = "") -> str | None:
         """Record a step, fenced by the lease; a pending cancel stops the run here.

@@ -15,6 +15,13 @@ if TYPE_CHECKING:
     from redflow.engine.step import StepApi
 
 
+#: Why an attempt was stopped (``RunInterrupt.reason``).
+CANCELED = "canceled"
+LEASE_LOST = "lease_lost"
+REDIS_LOST = "redis_unavailable"
+WORKER_STOPPED = "worker_stopped"
+
+
 class RunInterrupt(BaseException):
     """Thrown into the greenlet running a handler to stop it (canceled, lease
     lost, Redis gone, worker stopping). Not an ``Exception``, so that a

@@ -214,7 +214,8 @@ class LeaseKeeper:
     def report_lost(self, lease: Lease, why: str) -> None:
         """The one place a lost lease is logged, counted and acted on (the
         keeper's refused renewals and markers, and an attempt's refused step
-        record or settle), so that the warning and the metric mean exactly that."""
+        record, ownership check or settle), so that the warning and the metric
+        mean exactly that."""
         if lease.lost:
             return  # reported once per lease
         lease.lost = True

@@ -7,8 +7,8 @@
   settle), the parent's own periodic look at its children finds the end.
 - When a run ends canceled here, its unfinished children are canceled too.
 - :class:`ScheduledEvents` delivers ``schedule_event`` events to the runs
-  waiting for them when they fire (subscribers' runs were enqueued at
-  scheduling time, as delayed runs).
+  waiting for them since before they fired, each event claimed by one
+  worker (subscribers' runs were enqueued at scheduling time, as delayed runs).
 Runs that use none of this cost nothing here.
 """
 
@@ -20,8 +20,10 @@ from typing import TYPE_CHECKING
 from redis.exceptions import RedisError
 
 from redflow.client_waits import cancel_children, deliver_event
+from redflow.core.errors import CorruptDataError
 from redflow.core.models import scheduled_event_of
 from redflow.store.bulk import cancel_error_json
+from redflow.store.scripts import ClaimedEvent
 
 if TYPE_CHECKING:
     from redflow.client import RedflowClient
@@ -52,29 +54,35 @@ def after_end(attempt: Attempt, final: str) -> None:
 
 
 class ScheduledEvents:
-    """Delivers due scheduled events to waiting runs; every worker looks (a
-    wait resolves once whoever delivers), each event is dropped once delivered."""
+    """Delivers due scheduled events to waiting runs. Every worker looks; each
+    due event is claimed by one (``claim_scheduled_events``) and removed once
+    delivered. A claim not removed within ``claim_ms`` (its worker died or
+    froze) is taken again by the next look: the delivery is repeated, which
+    resolves no wait twice and none that began after the event fired."""
 
-    def __init__(self, client: RedflowClient) -> None:
+    def __init__(self, client: RedflowClient, *, claim_ms: int) -> None:
         self.client = client
+        self.claim_ms = claim_ms
 
     def step(self) -> float:
-        client, key = self.client, self.client.keys.scheduled_events()
-        now = client.now_ms()
-        pipe = client.redis.pipeline(transaction=False)
-        pipe.zrangebyscore(key, "-inf", now, start=0, num=SCHEDULED_EVENTS_BATCH)
-        pipe.zrange(key, 0, 0, withscores=True)
-        due, head = pipe.execute()
-        for member in due:
-            event = scheduled_event_of(member)
-            if event is None:
-                log.error("dropped a scheduled event that cannot be read: %.200r", member)
-            else:
-                deliver_event(client, *event)
-        if due:
-            client.redis.zrem(key, *due)  # all delivered (a delivery lands at most once per wait)
+        client = self.client
+        claim = client.scripts.claim_scheduled_events(most=SCHEDULED_EVENTS_BATCH, claim_ms=self.claim_ms)
+        for taken in claim.events:
+            self._deliver(taken)
+        if claim.events:
+            client.redis.zrem(client.keys.scheduled_events(), *(taken.member for taken in claim.events))  # all delivered
             return 0.0  # more may be due: look again at once
-        if not head:
+        if claim.next_ms is None:
             return SCHEDULED_EVENTS_IDLE_S
-        due_ms: float = head[0][1]
-        return min(SCHEDULED_EVENTS_IDLE_S, max(0.01, (due_ms - client.now_ms()) / 1000.0))
+        return min(SCHEDULED_EVENTS_IDLE_S, max(0.01, (claim.next_ms - claim.now_ms) / 1000.0))
+
+    def _deliver(self, taken: ClaimedEvent) -> None:
+        """Deliver one claimed event. One that cannot be read is dropped with an
+        error logged (taken again, it would fail again, with the events claimed after it)."""
+        event = scheduled_event_of(taken.entry)
+        try:
+            if event is None:
+                raise CorruptDataError("not the JSON {id, event, payloadJson} of schedule_event")
+            deliver_event(self.client, *event, taken.fired_at)
+        except CorruptDataError as exc:
+            log.error("dropped a scheduled event that cannot be read (%s): %.200r", exc, taken.entry)

@@ -17,7 +17,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import gevent
 from gevent import GreenletExit
@@ -42,6 +42,8 @@ if TYPE_CHECKING:
     from redflow.registry import Workflow
 
 DEFAULT_RESULT_TIMEOUT_S = 30.0
+
+T = TypeVar("T")
 
 
 class _StepTimeout(BaseException):
@@ -90,6 +92,8 @@ class StepHost(Protocol):
     def client(self) -> StepClient: ...
     def now_ms(self) -> int: ...
     def raise_if_interrupted(self) -> None: ...
+    def confirm_owner(self) -> None: ...
+    def fence_children(self, create: Callable[[], T]) -> T: ...
     def save_step(self, name: str, step_json: str, expected: str = "") -> str | None: ...
     def set_progress(self, value_json: str) -> None: ...
     def step_scope(self, name: str) -> AbstractContextManager[Any]: ...
@@ -171,6 +175,8 @@ class StepApi:
         record = self._cache.get(name)
         if isinstance(record, _Corrupt):
             raise CorruptDataError(f"step {name!r} of run {attempt.run_id}: stored record is not valid JSON: {record.raw[:80]!r}")
+        if record is None or record.get("status") != STEP_SUCCEEDED:
+            attempt.confirm_owner()  # a step that runs (not a replay): only while the run is still this attempt's
         return record
 
     @staticmethod
@@ -273,7 +279,9 @@ class StepApi:
             run_options["tags"] = {**attempt.info.tags, **(run_options.get("tags") or {})}
 
         def start_and_wait() -> Any:
-            handle = attempt.client.run(workflow, input, idempotency_key=key, parent_run_id=attempt.run_id, **run_options)
+            handle = attempt.fence_children(
+                lambda: attempt.client.run(workflow, input, idempotency_key=key, parent_run_id=attempt.run_id, **run_options)
+            )
             return attempt.client.wait_for(handle.id, timeout=result_timeout, assist=self._assist_child).outcome()
 
         return self.run(name, start_and_wait, timeout=timeout)

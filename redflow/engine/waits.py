@@ -123,6 +123,9 @@ def wait_for_event(
     if wait is None:
         wait = Wait(WAIT_EVENT, event=event, match=match, timeout_at=None if timeout_ms is None else now + max(1, timeout_ms))
         waiting = step_waiting_json(seq, now, wait)
+        # Stored before its index entry exists: an event that finds the entry finds the record and
+        # resolves it, even before the park's settle or with this worker killed before it.
+        host.save_step(name, waiting)
     else:  # a replay: the stored wait stands
         waiting = codec.dumps(record)
     waiter = EventWaiter(host.run_id, host.info.queue, name, wait.match or {}, waiting)
@@ -149,7 +152,12 @@ def run_workflows(steps: StepApi, name: str, workflow: Workflow | str, inputs: S
     host = steps._attempt
     now, seq = host.now_ms(), steps._seq_of(record)
     if wait is None:
-        ids = tuple(host.client.start_children(workflow, list(inputs), parent_run_id=host.run_id, parent_queue=host.info.queue, step=name))
+        client, values = host.client, list(inputs)
+        ids = tuple(
+            host.fence_children(
+                lambda: client.start_children(workflow, values, parent_run_id=host.run_id, parent_queue=host.info.queue, step=name)
+            )
+        )
         waiting, started_at = step_waiting_json(seq, now, Wait(WAIT_CHILDREN, children=ids)), now
     else:
         ids, waiting, started_at = wait.children, codec.dumps(record), _started_at(record, now)

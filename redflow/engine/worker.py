@@ -27,7 +27,6 @@ from redflow.core.flow import PRIORITY_MARKER
 from redflow.core.keys import new_id
 from redflow.core.retention import Retention
 from redflow.engine.attempt import (
-    WORKER_STOPPED,
     Abandoned,
     Attempt,
     Canceled,
@@ -38,6 +37,7 @@ from redflow.engine.attempt import (
     Runtime,
     Skipped,
 )
+from redflow.engine.context import WORKER_STOPPED
 from redflow.engine.heartbeat import DEFAULT_BEAT_S, Heartbeat, WorkerStatus
 from redflow.engine.lease import LeaseKeeper
 from redflow.engine.limits import FlowSweeper, limited_names
@@ -143,7 +143,7 @@ class Worker:
             client, self.id, self.queues, options.concurrency, self._status,
             known=registry.__contains__, beat_s=options.heartbeat_s, version=__version__,
         )  # fmt: skip
-        self.scheduled_events = ScheduledEvents(client)
+        self.scheduled_events = ScheduledEvents(client, claim_ms=options.lease_ms)
         self.runtime = Runtime(
             client=client,
             scripts=client.scripts,
@@ -199,7 +199,7 @@ class Worker:
             Loop("limits", self.flow_sweeper.step, self._loops_stop, on_noscript=reload).start(),
             Loop("watchdog", self._watch_connections, self._loops_stop).start(),
             Loop("registry", self._resync_if_lost, self._loops_stop).start(),
-            Loop("scheduled-events", self.scheduled_events.step, self._loops_stop).start(),
+            Loop("scheduled-events", self.scheduled_events.step, self._loops_stop, on_noscript=reload).start(),
         ]
         self.heartbeat.loop = Loop("heartbeat", self.heartbeat.step, self._loops_stop).start()
         self._loops.append(self.heartbeat.loop)

@@ -62,11 +62,17 @@ def retry_many(search: RunSearch, flt: RunFilter, queues: Sequence[str | None], 
 
 
 def cancel_many(
-    search: RunSearch, flt: RunFilter, queues: Sequence[str | None], now_ms: Callable[[], int], reason: str | None = None
+    search: RunSearch,
+    flt: RunFilter,
+    queues: Sequence[str | None],
+    now_ms: Callable[[], int],
+    reason: str | None = None,
+    then: Callable[[list[str]], object] | None = None,
 ) -> int:
     """Cancel every unfinished run ``flt`` selects (a running one is stopped by
     its worker); finished runs are left alone. Returns how many were canceled
-    or told to stop."""
+    or told to stop. ``then``: called with each batch's canceled or stopped
+    runs once they are (the cancel of their children)."""
     scripts, canceled, error_json = search.scripts, 0, cancel_error_json(reason)
     for batch in _each_batch(search, flt, _statuses(flt.status, CANCELABLE, "cancel_many"), queues):
         pipe, now = scripts.batch(), now_ms()
@@ -74,5 +80,8 @@ def cancel_many(
             scripts.cancel_run(
                 run_id=run_id, queue=queue, now=now, reason=reason or "", error_json=error_json, index_keys=index_keys, conn=pipe
             )
-        canceled += sum(1 for reply in pipe.execute() if reply in ("canceled", "requested"))
+        stopped = [run_id for (run_id, _, _), reply in zip(batch, pipe.execute()) if reply in ("canceled", "requested")]
+        canceled += len(stopped)
+        if then is not None and stopped:
+            then(stopped)
     return canceled

@@ -1,19 +1,21 @@
 """The index of runs parked in ``step.wait_for_event``, and delivering an event to them.
 
 ``P:event:waiters:<event>`` (hash: run id -> :class:`EventWaiter` JSON) is
-written when a run parks in a wait and read when the event is emitted, in
-the same round trip as the subscriber lookup, so an event nobody waits for
-costs what it did before. Each matching waiter gets one ``deliver_event``
-script (all in one batch), on its run's hash slot: it lands at most once per
-wait, because the step's record must still be the waiting record the entry
-names. An entry goes once its wait has ended (``forget_waiters``, which
+written (``register_waiter``) when a run parks in a wait, after the step's
+waiting record is stored, and read when the event is emitted, in the same
+round trip as the subscriber lookup, so an event nobody waits for costs what
+it did before. Each matching waiter gets one ``deliver_event`` script (all
+in one batch), on its run's hash slot: it lands at most once per wait,
+because the step's record must still be the waiting record the entry names.
+A scheduled event, delivered when it fires (maybe late, maybe again after
+its deliverer died), reaches only the waits whose entry is older than its
+fire time. An entry goes once its wait has ended (``forget_waiters``, which
 keeps an entry the run wrote again meanwhile).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from redflow.core import codec
 from redflow.core.models import EventWaiter
@@ -23,19 +25,23 @@ from redflow.store.scripts import Scripts
 _ENDED = frozenset({"resumed", "delivered", "done", "gone"})
 
 
-def register(redis: Any, scripts: Scripts, event: str, waiter: EventWaiter) -> None:
-    """Add (or refresh) a run's entry in ``event``'s waiter index."""
-    redis.hset(scripts.keys.event_waiters(event), waiter.run_id, waiter.to_json())
+def register(scripts: Scripts, event: str, waiter: EventWaiter) -> None:
+    """Add a run's entry to ``event``'s waiter index (the same wait again keeps its entry and stamp)."""
+    scripts.register_waiter(event=event, run_id=waiter.run_id, head=waiter.head())
 
 
 def forget(scripts: Scripts, event: str, waiter: EventWaiter) -> None:
-    """Drop a run's entry, unless it has been written again since (a newer wait)."""
-    scripts.forget_waiters(event=event, entries=[(waiter.run_id, waiter.to_json())])
+    """Drop a run's entry, unless it names another wait since (a newer one)."""
+    scripts.forget_waiters(event=event, entries=[(waiter.run_id, waiter.head())])
 
 
-def deliver(scripts: Scripts, event: str, payload_json: str, entries: Mapping[str, str], now: int) -> list[str]:
+def deliver(
+    scripts: Scripts, event: str, payload_json: str, entries: Mapping[str, str], now: int, fired_at: float | None = None
+) -> list[str]:
     """Resolve the waits among ``entries`` (the event's index) whose match the
-    payload satisfies; returns the ids of the runs it was delivered to."""
+    payload satisfies and, for a scheduled event (``fired_at``: its fire time,
+    Redis ms), that began before it fired; returns the ids of the runs it was
+    delivered to."""
     payload = codec.loads(payload_json, what=f"payload of event {event!r}")
     unreadable: list[tuple[str, str]] = []
     matching: list[tuple[EventWaiter, str]] = []
@@ -44,7 +50,7 @@ def deliver(scripts: Scripts, event: str, payload_json: str, entries: Mapping[st
         resolved = waiter.resolved(payload_json, now) if waiter is not None else None
         if waiter is None or resolved is None:
             unreadable.append((run_id, raw))
-        elif waiter.accepts(payload):
+        elif (fired_at is None or waiter.began_before(fired_at)) and waiter.accepts(payload):
             matching.append((waiter, resolved))
     batch = scripts.batch()
     for waiter, resolved in matching:

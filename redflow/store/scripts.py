@@ -48,6 +48,7 @@ SCRIPTS: Mapping[str, tuple[str, ...]] = {
     "renew_lease": (),
     "claim_inline": (),
     "save_step": ("owns",),
+    "confirm_run": ("owns",),
     "purge_invalid_entries": (),
     "reap_run": (),
     "repair_orphan": (),
@@ -60,11 +61,14 @@ SCRIPTS: Mapping[str, tuple[str, ...]] = {
     "child_ended": ("status", "waits"),
     "forget_waiters": (),
     "list_child": (),
+    "register_waiter": ("clock",),
+    "claim_scheduled_events": ("clock",),
+    "schedule_event": ("clock",),
 }
 
 
 #: The helper files in the order the library defines them: each after those it uses.
-HELPER_ORDER = ("status", "finalize", "terminal_index", "waits", "limits", "priority", "start", "claim", "owns")
+HELPER_ORDER = ("status", "finalize", "terminal_index", "waits", "limits", "priority", "start", "claim", "owns", "clock")
 
 #: Redis Functions flags (a script without flags may write, and a full Redis
 #: refuses it before it runs). ``allow-oom`` goes to the scripts whose first
@@ -77,12 +81,14 @@ HELPER_ORDER = ("status", "finalize", "terminal_index", "waits", "limits", "prio
 FLAGS: Mapping[str, tuple[str, ...]] = {
     "settle_run": ("allow-oom",),
     "save_step": ("allow-oom",),
+    "confirm_run": ("allow-oom",),
     "claim_inline": ("allow-oom",),
     "promote_run": ("allow-oom",),
     "reap_run": ("allow-oom",),
     "purge_run": ("allow-oom",),
     "purge_invalid_entries": ("allow-oom",),
     "forget_waiters": ("allow-oom",),
+    "claim_scheduled_events": ("allow-oom",),
     "heal_limit": ("allow-oom",),
     "unlock": ("allow-oom",),
     "watch_run": ("allow-oom",),
@@ -219,6 +225,25 @@ class StepSaved:
 
 
 @dataclass(frozen=True, slots=True)
+class Ownership:
+    """``confirm_run``: whether the attempt still owns its run, and the run's
+    status and ``cancelRequestedAt`` ("" when none, or the run is gone)."""
+
+    owned: bool
+    status: str
+    cancel_requested_at: str
+
+    @property
+    def canceled(self) -> bool:
+        """Canceled, or asked to be: a cancel request always ends the run canceled."""
+        return self.status == "canceled" or self.cancel_requested_at != ""
+
+    @classmethod
+    def parse(cls, reply: Sequence[str]) -> Ownership:
+        return cls(reply[0] == "owned", reply[1] or "", reply[2] or "")
+
+
+@dataclass(frozen=True, slots=True)
 class SearchStep:
     """``search_runs``: the matches (id, score) newest first, where the walk
     stopped (the last entry it examined), whether it reached the end of the
@@ -235,6 +260,32 @@ class SearchStep:
         matches = [(flat[i], float(flat[i + 1])) for i in range(0, len(flat), 2)]
         last = (str(last_score), str(last_id)) if last_score not in (None, "") else None
         return cls(matches, last, bool(reply[3]), int(reply[4]))
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedEvent:
+    """A due scheduled event this worker took: ``member`` (what it removes once
+    delivered), its fire time (Redis ms) and its ``P:events:scheduled`` entry."""
+
+    member: str
+    fired_at: float
+    entry: str
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduledClaim:
+    """``claim_scheduled_events``: Redis's time, the score of the first entry
+    left (the next fire time or claim end; None when none) and the events taken."""
+
+    now_ms: float
+    next_ms: float | None
+    events: tuple[ClaimedEvent, ...]
+
+    @classmethod
+    def parse(cls, reply: Sequence[Any]) -> ScheduledClaim:
+        flat = [str(part) for part in reply]
+        events = tuple(ClaimedEvent(flat[i], float(flat[i + 1]), flat[i + 2]) for i in range(2, len(flat), 3))
+        return cls(float(flat[0]), float(flat[1]) if flat[1] else None, events)
 
 
 def _text(reply: Any) -> str:
@@ -462,6 +513,11 @@ class Scripts:
         marker = "" if marker_started_at is None else str(marker_started_at)
         return self._call("save_step", keys, [token, name, step_json, marker, lease_ms, expected], conn, StepSaved.parse)
 
+    def confirm_run(self, *, run_id: str, queue: str, token: str, lease_ms: int, conn: Any = None) -> Ownership:
+        """Whether the attempt of lease ``token`` still owns the run (and keeps its lease if so)."""
+        k = self.keys
+        return self._call("confirm_run", [k.run_lease(run_id, queue), k.run(run_id, queue)], [token, lease_ms], conn, Ownership.parse)
+
     def purge_invalid_entries(self, *, queue: str, conn: Any = None) -> list[str]:
         """Remove processing entries that cannot be run ids; returns them (decoded with U+FFFD)."""
         return self._call("purge_invalid_entries", [self.keys.queue_processing(queue)], [], conn, _texts)
@@ -555,8 +611,22 @@ class Scripts:
         return self._call("list_child", keys, [child_id, now], conn, _flag)
 
     def forget_waiters(self, *, event: str, entries: Sequence[tuple[str, str]], conn: Any = None) -> int:
-        """Drop ``(run id, entry)`` pairs of ``event``'s waiter index that still hold that entry."""
+        """Drop ``(run id, entry or head)`` pairs of ``event``'s waiter index that still hold that entry (or that wait)."""
         return self._call("forget_waiters", [self.keys.event_waiters(event)], [part for pair in entries for part in pair], conn, int)
+
+    def register_waiter(self, *, event: str, run_id: str, head: str, conn: Any = None) -> bool:
+        """Put a run's wait (its entry's ``head``) in ``event``'s waiter index, stamped
+        with Redis's time; False if that same wait's entry was there (its stamp kept)."""
+        return self._call("register_waiter", [self.keys.event_waiters(event)], [run_id, head], conn, _flag)
+
+    def schedule_event(self, *, entry: str, at_ms: int, conn: Any = None) -> float:
+        """Store a scheduled event (its ``P:events:scheduled`` member) to fire at
+        ``at_ms``, or now by Redis's clock if that is past; returns its fire time."""
+        return self._call("schedule_event", [self.keys.scheduled_events()], [entry, at_ms], conn, float)
+
+    def claim_scheduled_events(self, *, most: int, claim_ms: int, conn: Any = None) -> ScheduledClaim:
+        """Take up to ``most`` due scheduled events (or ones whose claim ended) for ``claim_ms``."""
+        return self._call("claim_scheduled_events", [self.keys.scheduled_events()], [most, claim_ms], conn, ScheduledClaim.parse)
 
 
 def run_own_keys(keys: Keys, run_id: str, queue: str | None) -> list[str]:

@@ -16,11 +16,12 @@ clock on; a parent of ``run_workflows`` resumes when its last child ends.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from redflow.core import clock, codec
 from redflow.core.errors import (
@@ -46,6 +47,8 @@ if TYPE_CHECKING:
     from redflow.client import RedflowClient
 
 log = logging.getLogger("redflow.testing")
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,10 +143,13 @@ class _InlineClient:
         return [self._runner.state_of(run_id) for run_id in run_ids]
 
     def register_event_wait(self, event: str, waiter: EventWaiter) -> None:
-        self._runner.event_waits[waiter.run_id] = (event, waiter)
+        known = self._runner.event_waits.get(waiter.run_id)
+        if known is None or known[0] != event or known[1].head() != waiter.head():  # the same wait keeps its start
+            self._runner.event_waits[waiter.run_id] = (event, replace(waiter, since=self._runner.event_time_ms()))
 
     def forget_event_wait(self, event: str, waiter: EventWaiter) -> None:
-        if self._runner.event_waits.get(waiter.run_id) == (event, waiter):
+        known = self._runner.event_waits.get(waiter.run_id)
+        if known is not None and known[0] == event and known[1].head() == waiter.head():
             del self._runner.event_waits[waiter.run_id]
 
 
@@ -164,6 +170,12 @@ class _InlineAttempt:
 
     def raise_if_interrupted(self) -> None:
         """Nothing interrupts an inline run: no lease to lose, no worker stopping."""
+
+    def confirm_owner(self) -> None:
+        """An inline run has no lease to lose."""
+
+    def fence_children(self, create: Callable[[], T]) -> T:
+        return create()  # nothing cancels an inline run from outside
 
     def save_step(self, name: str, step_json: str, expected: str = "") -> str | None:
         current = self._run.step_records.get(name)
@@ -205,7 +217,7 @@ class InlineRunner:
         self.event_waits: dict[str, tuple[str, EventWaiter]] = {}
         self._keys: dict[tuple[str, str], str] = {}
         self._ahead_ms = 0
-        self._scheduled_events: list[tuple[int, str, str]] = []  # (fire ms, event, payload JSON)
+        self._scheduled_events: list[tuple[float, str, str]] = []  # (fire ms, event, payload JSON)
 
     def run(self, workflow: Workflow | str, input: Any = None, *, max_attempts: int | None = None) -> InlineRun:
         """Run ``workflow`` to its end (or until it parks) and return the run (see ``InlineRun.result()``)."""
@@ -214,6 +226,11 @@ class InlineRunner:
     def now_ms(self) -> int:
         """The runner's clock: local time, plus every sleep fast-forwarded and every :meth:`advance`."""
         return clock.now_ms() + self._ahead_ms
+
+    def event_time_ms(self) -> float:
+        """The runner's clock to the microsecond: when a wait began, when a scheduled
+        event fires (those a few microseconds apart are ordered, as on Redis)."""
+        return time.time() * 1000.0 + self._ahead_ms
 
     def resolve(self, workflow: Workflow | str) -> Workflow:
         if isinstance(workflow, Workflow):
@@ -331,8 +348,8 @@ class InlineRunner:
         now = self.now_ms()
         due = sorted(event for event in self._scheduled_events if event[0] <= now)
         self._scheduled_events = [event for event in self._scheduled_events if event[0] > now]
-        for _, name, payload_json in due:
-            self._deliver(name, payload_json)
+        for fire_ms, name, payload_json in due:
+            self._deliver(name, payload_json, fire_ms)
         parked = sorted((run for run in self.runs.values() if run.parked is not None and run.parked.wake_at <= now),
                         key=lambda run: run.parked.wake_at if run.parked else 0)  # fmt: skip
         for run in parked:
@@ -359,7 +376,7 @@ class InlineRunner:
         if at is None:
             self._deliver(name, payload_json)
         else:
-            self._scheduled_events.append((int(at * 1000), name, payload_json))
+            self._scheduled_events.append((max(at * 1000.0, self.event_time_ms()), name, payload_json))
         key = event_run_idempotency_key(name, idempotency_key) if idempotency_key else None
         subscribers = [wf for wf in self.registry.list() if name in wf.events]
         ids = tuple(self.start(wf, payload, idempotency_key=key, at=at).id for wf in subscribers)
@@ -367,13 +384,16 @@ class InlineRunner:
             current.events.append(InlineEvent(name, payload, at, ids))
         return list(ids)
 
-    def _deliver(self, name: str, payload_json: str) -> None:
-        """Resolve the waits for ``name`` that the payload matches, each once, and resume their runs."""
+    def _deliver(self, name: str, payload_json: str, fired_at: float | None = None) -> None:
+        """Resolve the waits for ``name`` that the payload matches (of a scheduled
+        event, those begun before ``fired_at``), each once, and resume their runs."""
         payload = codec.loads(payload_json)
         for run_id, (event, waiter) in list(self.event_waits.items()):
             run = self.runs[run_id]
             resolved = waiter.resolved(payload_json, self.now_ms())
             if event != name or not waiter.accepts(payload) or resolved is None:
+                continue
+            if fired_at is not None and not waiter.began_before(fired_at):
                 continue
             del self.event_waits[run_id]
             if run.step_records.get(waiter.step) == waiter.record:

@@ -236,13 +236,19 @@ class Resumed:
     steps_at_finish: dict
 
 
-def freeze_past_the_lease_and_resume(url: str, er: redis.Redis, client: Any, workers: Workers, side: SideCounts) -> Resumed:
-    """SIGSTOP the worker inside step b; another worker takes the run over once the lease expired and
-    finishes it; then SIGCONT the old one, after its step's sleep is over, and let it do what it does."""
+def freeze_past_the_lease_and_resume(
+    url: str, er: redis.Redis, client: Any, workers: Workers, side: SideCounts, *, hold: str = "step"
+) -> Resumed:
+    """SIGSTOP the worker inside step b (``hold="between"``: in the handler between steps a and b);
+    another worker takes the run over once the lease expired and finishes it; then SIGCONT the old
+    one, after its sleep is over, and let it do what it does."""
     keys = client.keys
     old = workers.spawn(url)
-    handle = client.run("journey", {"hold": "step", "hold_s": HOLD_S})
-    wait_until(lambda: side.step("b", handle.id) == 1, timeout=20, message="step b to start")
+    handle = client.run("journey", {"hold": hold, "hold_s": HOLD_S})
+    if hold == "step":
+        wait_until(lambda: side.step("b", handle.id) == 1, timeout=20, message="step b to start")
+    else:
+        wait_until(lambda: er.hexists(keys.run_steps(handle.id), "a"), timeout=20, message="step a to be recorded")
     old.signal(signal.SIGSTOP)
     frozen_at = time.monotonic()
     try:

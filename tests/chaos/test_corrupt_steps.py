@@ -17,6 +17,6 @@ def test_a_stored_step_that_is_not_json_fails_the_run_at_once_naming_the_step(be
     final = bench.wait_terminal(run_id)
     assert final["status"] == "failed"
     assert error_of(final)["name"] == "CorruptDataError" and "step 's'" in error_of(final)["message"]
-    assert final["attempt"] == "2" and bench.side.handler(run_id) == 1  # README: CorruptDataError is not retried
+    assert final["attempt"] == "2" and bench.side.handler(run_id) == 1  # docs/guide/workflows.md: CorruptDataError is not retried
     assert bench.side.step("s", run_id) == 0  # nor is the step run over the record it cannot read
     bench.still_serves()

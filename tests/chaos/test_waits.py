@@ -9,12 +9,14 @@ finalized exactly once.
 
 from __future__ import annotations
 
+import signal
 import time
 
 import pytest
 from helpers import wait_until
 
 from redflow import CanceledError, RunFailedError, create_client
+from tests.chaos.apps.side import die_after_register_key
 from tests.chaos.apps.waits_app import registry as waits_registry
 from tests.chaos.kit import audit_runs, decode_steps, queue_leftovers, watched
 
@@ -89,6 +91,25 @@ def test_a_hundred_runs_waiting_on_distinct_keys_each_resume_once(engine, er, cl
     audit_runs(er, client.keys, [h.id for h in handles]).assert_each_finalized_exactly_once(statuses={"succeeded"})
 
 
+def test_an_event_emitted_after_the_waiter_entry_reaches_the_run_though_its_worker_died_before_parking(
+    engine, er, client, workers, side, witness
+):
+    handle = client.run("approval", {"order": 1, "timeout": 4})
+    side.side.sadd(die_after_register_key(client.prefix), handle.id)
+    doomed = workers.spawn(engine.url, app="dying_waits_app", concurrency=2, ready=False)
+    assert doomed.wait(30) == -9  # SIGKILLed by itself: the entry is written, the park's settle never ran
+    assert er.hexists(client.keys.event_waiters("order.approved"), handle.id)
+    assert client.get_run(handle.id).status == "running"
+    client.emit_event("order.approved", {"order": 1, "by": "ada"})  # after the wait began
+    workers.spawn(engine.url, app=APP, concurrency=2)
+
+    assert handle.result(30) == {"order": 1, "by": "ada"}  # not None: the timeout did not win
+    assert side.handler(handle.id) == 2
+    assert er.hlen(client.keys.event_waiters("order.approved")) == 0
+    witness.drain()
+    audit_runs(er, client.keys, [handle.id]).assert_each_finalized_exactly_once(statuses={"succeeded"})
+
+
 def test_fifty_children_on_a_four_slot_worker_come_back_in_input_order_each_run_once(engine, er, client, workers, side, witness, report):
     workers.spawn(engine.url, app=APP, concurrency=4)
     began = time.monotonic()
@@ -128,3 +149,23 @@ def test_canceling_a_parent_cancels_its_ten_running_children(engine, er, client,
         handle.result(10)
     wait_until(lambda: all(client.get_run(c).status == "canceled" for c in children), timeout=30, message="every child canceled")
     assert set(queue_leftovers(er, client.keys, ["default"]).values()) == {0}
+
+
+def test_parents_canceled_while_their_worker_is_frozen_past_its_lease_start_no_child_when_it_wakes(engine, er, client, workers, side):
+    old = workers.spawn(engine.url, app=APP, concurrency=8)
+    parents = [client.run("slow_fan", {"count": 5, "hold_s": 3}) for _ in range(5)]
+    wait_until(lambda: all(er.hexists(client.keys.run_steps(p.id), "a") for p in parents), timeout=30, message="every parent past a")
+    old.signal(signal.SIGSTOP)  # in its pause before run_workflows
+    try:
+        time.sleep(2.5)  # past the 1 s lease
+        assert all(client.cancel(p.id) for p in parents)  # no lease held: canceled at once, no child yet
+        workers.spawn(engine.url, app=APP, concurrency=8)  # would run any child started from now on
+    finally:
+        old.signal(signal.SIGCONT)
+    ended = [f"run {p.id} canceled" for p in parents] + [f"run {p.id} left to another worker" for p in parents]
+    wait_until(lambda: sum(line in old.output() for line in ended) == len(parents), timeout=20, message="the old attempts to end")
+    time.sleep(1.0)  # a child started anyway would have run by now
+
+    assert [client.list_children(p.id) for p in parents] == [[]] * len(parents)
+    assert side.handlers() == {p.id: 1 for p in parents}  # no child ran, no parent ran again
+    assert {client.get_run(p.id).status for p in parents} == {"canceled"}

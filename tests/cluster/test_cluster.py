@@ -20,7 +20,7 @@ from redflow.store.scripts import LIBRARY, Scripts
 _REPLIES = {
     "enqueue_run": ["created", "run_x"], "start_run": ["busy"], "take_run": [], "settle_run": ["succeeded"],
     "retry_run": ["queued", "failed"], "save_step": ["saved", ""], "purge_invalid_entries": [], "watch_run": [None] * 5,
-    "search_runs": [[], "", "", 1, 0],
+    "search_runs": [[], "", "", 1, 0], "claim_scheduled_events": ["1", ""], "confirm_run": ["owned", "running", ""],
 }  # fmt: skip
 
 
@@ -57,6 +57,7 @@ def test_every_script_touches_keys_of_one_slot_in_cluster_mode():
     scripts.promote_run(**common, now=1)
     scripts.claim_queued_run_for_inline(**common)
     scripts.save_step(**common, token="t", name="s", step_json="{}", lease_ms=1000)
+    scripts.confirm_run(**common, token="t", lease_ms=1000)
     scripts.reap_run(**common)
     scripts.purge_invalid_entries(queue="emails")
     scripts.watch_run(**common)
@@ -70,7 +71,10 @@ def test_every_script_touches_keys_of_one_slot_in_cluster_mode():
     scripts.deliver_event(**common, step="s", waiting="{}", resolved="{}", now=1)
     scripts.child_ended(child_id="run_1", parent_id="run_p", parent_queue="reports", now=1)
     scripts.forget_waiters(event="e", entries=[("run_1", "{}")])
-    assert len(rec.calls) == 19
+    scripts.register_waiter(event="e", run_id="run_1", head="{")
+    scripts.claim_scheduled_events(most=1, claim_ms=1000)
+    scripts.schedule_event(entry="{}", at_ms=1)
+    assert len(rec.calls) == 23
     # start, take, the settles, cancel and heal_limit build keys from a prefix argument (the scope, a queue's
     # prefix, the run key prefix; limits name theirs, under the queue's tag: limits.lua checks)
     assert sum(1 for keys in rec.calls if keys[-1].endswith(":x")) == 6

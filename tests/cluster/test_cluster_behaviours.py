@@ -1,4 +1,5 @@
-"""The worker behaviour suite (tests/test_worker, test_steps, test_loops, test_hooks, test_waits), on Redis Cluster.
+"""The worker behaviour suite (tests/test_worker, test_steps, test_loops, test_hooks, test_waits,
+test_event_delivery), on Redis Cluster.
 
 The fixtures of tests/cluster/conftest.py point every client and worker of
 these tests at a 3-master cluster. Two tests are left out on purpose: they
@@ -9,6 +10,7 @@ The round-trip count of an event nobody waits for is left out too: it reads
 one server's counters.
 """
 
+from test_event_delivery import *  # noqa: F401,F403
 from test_hooks import *  # noqa: F401,F403
 from test_loops import *  # noqa: F401,F403
 from test_steps import *  # noqa: F401,F403

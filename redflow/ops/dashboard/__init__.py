@@ -6,7 +6,8 @@ attempt-duration percentiles, over the last hour or day), the live workers,
 queues, cron triggers and the recent runs, filterable by workflow and
 status; the Workflows page has per-workflow figures over a window; a run's
 page has a step timeline, its steps with outputs and errors, its parent and
-children, and cancel / retry buttons.
+children, and cancel / retry buttons. Under ``/api/`` the same app serves a
+JSON API (start runs, read them, emit events), every route behind the token.
 
 Read-only pages are meant to be safe to expose: every value is HTML-escaped,
 no script runs in the page (a strict Content-Security-Policy says so; the
@@ -15,10 +16,11 @@ ever shown. Actions need the token (see :mod:`redflow.ops.dashboard.access`).
 
 Modules: ``app`` (WSGI, routing, the page frame, the actions on one run,
 ``serve``), ``pages`` (what each page shows), ``operations`` (filters, paging,
-bulk and cron controls), ``markup`` (escaped HTML pieces), ``web`` (request
-and response values), ``access`` (the token), ``series`` (what the charts
-read) and ``charts`` (SVG drawing); ``assets/`` holds the templates and the
-stylesheet. The ``dashboard`` command is :mod:`redflow.ops.cli.dashboard`.
+bulk and cron controls), ``api`` (the JSON API's routes) and ``api_body``
+(its request bodies, read bounded and checked), ``markup`` (escaped HTML
+pieces), ``web`` (request and response values), ``access`` (the token),
+``series`` (what the charts read) and ``charts`` (SVG drawing); ``assets/``
+holds the templates and the stylesheet. The ``dashboard`` command is :mod:`redflow.ops.cli.dashboard`.
 """
 
 from redflow.ops.dashboard.access import ACTIONS_OFF, MIN_TOKEN_CHARS, TOKEN_ENV, resolve_token

@@ -22,6 +22,8 @@ from redflow.core.models import Run
 from redflow.ops.control.runs import cancel_run, retry_run
 from redflow.ops.dashboard import operations
 from redflow.ops.dashboard.access import ACTIONS_OFF, authorize, token_bytes
+from redflow.ops.dashboard.api import Api, is_api_path
+from redflow.ops.dashboard.api_body import DEFAULT_MAX_BODY_BYTES
 from redflow.ops.dashboard.charts import XML_PROLOG
 from redflow.ops.dashboard.markup import h, run_url
 from redflow.ops.dashboard.pages import Pages, chart_window, run_timeline
@@ -56,11 +58,13 @@ def _asset(name: str) -> str:
 
 
 class Dashboard:
-    """The WSGI app. ``token=None`` turns actions off (read-only dashboard)."""
+    """The WSGI app. ``token=None`` turns actions and the HTTP API off (read-only
+    dashboard); ``max_body_bytes`` bounds an API request's body."""
 
-    def __init__(self, client: RedflowClient, *, token: str | None = None) -> None:
+    def __init__(self, client: RedflowClient, *, token: str | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
         self._token = token_bytes(token)
         self.client = client
+        self.api = Api(client, self._token, max_body_bytes=max_body_bytes)
         self._templates = {name: Template(_asset(name)) for name in _TEMPLATES}
         self._css = _asset("style.css").encode()
         self.pages = Pages(client, self._render, self._actions, actions_enabled=token is not None)
@@ -89,6 +93,8 @@ class Dashboard:
     def _route(self, environ: dict[str, Any], base: str) -> Response:
         path = environ.get("PATH_INFO", "") or "/"
         method = environ.get("REQUEST_METHOD", "GET")
+        if is_api_path(path):
+            return self.api(environ, base)  # JSON in and out, errors too
         done = operations.route(self.client, self._token, environ, path, method)  # bulk and cron actions
         if done is not None:
             title, message = done
@@ -178,7 +184,14 @@ class Dashboard:
         return Response("303 See Other", b"", "text/plain; charset=utf-8", [("Location", location)])
 
 
-def serve(client: RedflowClient, host: str = "127.0.0.1", port: int = 8787, *, token: str | None = None) -> WSGIServer:
+def serve(
+    client: RedflowClient,
+    host: str = "127.0.0.1",
+    port: int = 8787,
+    *,
+    token: str | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+) -> WSGIServer:
     """Start serving the dashboard on ``host:port`` (port 0: any free port) and return the server."""
-    app = Dashboard(client, token=token)
+    app = Dashboard(client, token=token, max_body_bytes=max_body_bytes)
     return start_wsgi_server(app, host, port, what="the dashboard", access_log="redflow.dashboard.access", access_level=logging.INFO)

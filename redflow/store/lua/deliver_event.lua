@@ -6,8 +6,10 @@
 -- KEYS: run, the six status zsets, steps, queue scheduled, queue ready
 -- ARGV: run id, step name, waiting record, succeeded record, now ms
 -- Returns "resumed" (it was parked: now in ready) | "delivered" (it is
--- running: it finds the record when it parks) | "done" (that wait ended
--- already) | "pending" (running, its waiting record not stored yet) | "gone".
+-- running: it finds the record when it parks, or, its worker dead, when it
+-- runs again) | "done" (that wait ended already) | "pending" (running, its
+-- waiting record not stored: an entry written before its record, which
+-- versions before issue 28 did; the entry is kept) | "gone".
 local run_key = KEYS[1]
 local index = status_keys(2)
 local steps_key, queue_scheduled_key, ready_key = KEYS[8], KEYS[9], KEYS[10]

@@ -90,6 +90,15 @@ local function full_limit(spec, running_key, run_prefix, workflow)
   return nil
 end
 
+-- Redis's clock in ms. The rate limit records and compares starts by it, not
+-- by the ``now`` a worker sent: a worker frozen between preparing a call and
+-- sending it sends a time that lags by the freeze, and a start recorded in
+-- the past would leave the window early (letting more than the limit in).
+local function server_ms()
+  local time = redis.call("time")
+  return tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+end
+
 -- nil when the rate limit lets a run start at ``now``, else the ms it is due.
 -- The window holds one entry per start of the last period (a sliding log, so
 -- no window of the period ever holds more than the limit). Runs that found it
@@ -184,7 +193,8 @@ local function admit(s, spec, stored, fields)
     return {"held", "queued", workflow, ""}
   end
   if spec.r then
-    local due = rate_due(spec.r, s.now, held_by == "rate")
+    local now = server_ms()
+    local due = rate_due(spec.r, now, held_by == "rate")
     if due then
       put_aside(s.processing_key, s.lease_key, run_id)
       if #spec.c > 0 then
@@ -199,7 +209,7 @@ local function admit(s, spec, stored, fields)
       redis.call("sadd", spec.h, run_id)
       return {"held", "scheduled", workflow, tostring(due)}
     end
-    redis.call("zadd", spec.r[1], s.now, run_id .. ":" .. s.attempt)
+    redis.call("zadd", spec.r[1], now, run_id .. ":" .. s.attempt)
     redis.call("pexpire", spec.r[1], spec.r[4])
   end
   for _, entry in ipairs(spec.c) do

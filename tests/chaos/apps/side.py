@@ -30,6 +30,12 @@ def step_key(prefix: str, step: str) -> str:
     return f"{prefix}:side:step:{step}"
 
 
+def die_after_register_key(prefix: str) -> str:
+    """Set of run ids whose worker SIGKILLs itself right after writing the run's
+    event waiter entry, before the park's settle (tests/chaos/apps/dying_waits_app.py)."""
+    return f"{prefix}:side:die-after-register"
+
+
 def side() -> redis.Redis:
     global _side
     if _side is None:

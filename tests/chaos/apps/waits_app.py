@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 
+import gevent
+
 from redflow import NonRetryableError, Registry, define_workflow
 
 from .side import count_handler, count_step, step_token
@@ -35,7 +37,7 @@ def quick(ctx):
 @define_workflow("approval", registry=registry)
 def approval(ctx):
     count_handler(ctx)
-    return ctx.step.wait_for_event("approval", "order.approved", match={"order": ctx.input["order"]})
+    return ctx.step.wait_for_event("approval", "order.approved", match={"order": ctx.input["order"]}, timeout=ctx.input.get("timeout"))
 
 
 @define_workflow("leaf", registry=registry)
@@ -55,6 +57,16 @@ def fan(ctx):
     if ctx.input.get("flaky") and ctx.run.attempt == 1:
         raise ConnectionError("the parent's first attempt fails after its children")
     return outputs
+
+
+@define_workflow("slow_fan", registry=registry)
+def slow_fan(ctx):
+    """Step a; on the first execution only, a pause of ``hold_s`` seconds; then one ``leaf`` per ``count``."""
+    first = count_handler(ctx) == 1
+    ctx.step.run("a", lambda: step_token(ctx, "a"))
+    if first:
+        gevent.sleep(ctx.input["hold_s"])
+    return ctx.step.run_workflows("fan-out", "leaf", [{"n": n} for n in range(ctx.input["count"])])
 
 
 @define_workflow("holder", registry=registry)
