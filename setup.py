@@ -33,7 +33,7 @@ setup(
             "pytest-benchmark>=4",
             "pytest-xdist>=3.5",
             "hypothesis>=6.100",
-            "gunicorn>=22",
+            "gunicorn[gevent]>=22",
             "prometheus_client>=0.17",
             "selenium>=4.11",
             "ruff>=0.6",
@@ -44,6 +44,8 @@ setup(
             "opentelemetry-sdk>=1.20",
         ],
         "metrics": ["prometheus_client>=0.17"],
+        # embedding under gunicorn: its gevent worker imports `packaging`, which gunicorn requires only under its gevent extra
+        "gunicorn": ["gunicorn[gevent]>=22"],
         # tracing (redflow.ops.observe.otel); the SDK to export spans, the API alone to emit them
         "otel": ["opentelemetry-api>=1.20", "opentelemetry-sdk>=1.20"],
         # the docs site (mkdocs.yml; scripts/docs, tests/test_docs.py)

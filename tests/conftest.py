@@ -95,12 +95,16 @@ def cli_client(redis_url: str, prefix: str):
 
 @pytest.fixture
 def cli(redis_url, prefix, capsys):
-    """Run one ``redflow-gevent`` sub-command in this process: (exit code, stdout, stderr)."""
+    """Run one ``redflow-gevent`` sub-command in this process: (exit code, stdout, stderr);
+    a command line argparse refuses gives its exit code (2) too."""
     from redflow.ops.cli import build_parser
 
     def run(*argv):
-        args = build_parser().parse_args([*argv, "--redis-url", redis_url, "--prefix", prefix])
-        code = args.func(args)
+        try:
+            args = build_parser().parse_args([*argv, "--redis-url", redis_url, "--prefix", prefix])
+            code = args.func(args)
+        except SystemExit as exc:
+            code = exc.code
         out, err = capsys.readouterr()
         return code, out, err
 
