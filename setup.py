@@ -27,10 +27,13 @@ setup(
     ],
     extras_require={
         "test": [
-            "pytest>=8",
+            # <9.2: pytest 9.2's node ids lose pytest-xdist's --dist loadgroup groups (pytest-xdist#1386),
+            # which scripts/test relies on (tests/parallel.py)
+            "pytest>=8,<9.2",
             "pytest-benchmark>=4",
+            "pytest-xdist>=3.5",
             "hypothesis>=6.100",
-            "gunicorn>=22",
+            "gunicorn[gevent]>=22",
             "prometheus_client>=0.17",
             "selenium>=4.11",
             "ruff>=0.6",
@@ -41,6 +44,8 @@ setup(
             "opentelemetry-sdk>=1.20",
         ],
         "metrics": ["prometheus_client>=0.17"],
+        # embedding under gunicorn: its gevent worker imports `packaging`, which gunicorn requires only under its gevent extra
+        "gunicorn": ["gunicorn[gevent]>=22"],
         # tracing (redflow.ops.observe.otel); the SDK to export spans, the API alone to emit them
         "otel": ["opentelemetry-api>=1.20", "opentelemetry-sdk>=1.20"],
         # the docs site (mkdocs.yml; scripts/docs, tests/test_docs.py)

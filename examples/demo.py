@@ -1,7 +1,12 @@
 """The quick-start demo: a real worker, the example workflows, a sample load.
 
 Run by `scripts/demo`. Uses $REDIS_URL when set; otherwise starts a private
-redis-server on a free loopback port and removes it afterwards.
+redis-server on a free loopback port and removes it afterwards. On $REDIS_URL
+it writes under a prefix of its own, `redflow-demo:<8 hex digits>`, and deletes
+every key of it when it ends (done, failed, Ctrl-C or SIGTERM): nothing serves
+that prefix afterwards, so retention would never delete its ~18,000 keys.
+`--keep` keeps them, to look at with `redflow-gevent --prefix <it> runs list`
+or the dashboard; the demo prints how to delete them then.
 """
 
 from gevent import monkey
@@ -10,6 +15,7 @@ monkey.patch_all()
 
 import argparse  # noqa: E402
 import os  # noqa: E402
+import signal  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -19,6 +25,7 @@ from pathlib import Path  # noqa: E402
 import gevent  # noqa: E402
 
 from redflow import CanceledError, RunFailedError, create_client, get_default_registry  # noqa: E402
+from redflow.ops.control.prefix import delete_prefix  # noqa: E402
 from redflow.testing import RedisServer  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,7 +37,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("-n", "--runs", type=int, default=2000, help="send-welcome runs to push (default 2000)")
     parser.add_argument("-c", "--concurrency", type=int, default=200)
+    parser.add_argument("--keep", action="store_true", help="keep the demo's keys on $REDIS_URL (default: delete them at the end)")
     args = parser.parse_args()
+    # SIGTERM ends the demo as Ctrl-C does: through the finally below, which stops the worker and cleans up.
+    gevent.signal_handler(signal.SIGTERM, gevent.getcurrent().throw, SystemExit(143))
 
     server = None
     url = os.environ.get("REDIS_URL")
@@ -51,10 +61,23 @@ def main() -> int:
         worker.terminate()
         code = worker.wait(timeout=60)
         print(f"worker stopped gracefully (exit {code})")
+        if server is None:
+            leave(client, url, args.keep)
         client.close()
         if server is not None:
             server.cleanup()
     return 0
+
+
+def leave(client, url: str, keep: bool) -> None:
+    """Delete the demo's keys from $REDIS_URL, or say where they are and how to delete them."""
+    if not keep:
+        print(f"deleted the demo's {delete_prefix(client.redis, client.prefix):,} keys (prefix {client.prefix}) from $REDIS_URL")
+        return
+    print(f"kept the demo's keys (prefix {client.prefix}); look at them with")
+    print(f"  redflow-gevent --prefix {client.prefix} runs list    (or: dashboard)")
+    print("and delete them with")
+    print(f'  redis-cli -u "$REDIS_URL" --scan --pattern \'{client.prefix}:*\' | xargs -r redis-cli -u "$REDIS_URL" unlink')
 
 
 def run_load(client, runs: int) -> None:

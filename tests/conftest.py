@@ -16,6 +16,11 @@ import redis  # noqa: E402
 from redflow import Registry, create_client  # noqa: E402
 from redflow.testing import RedisServer  # noqa: E402
 
+# scripts/test runs the tests in parallel processes (tests/parallel.py); the chaos report is
+# gathered where the session ends (the pytest-xdist controller, or the only process).
+pytest_plugins = ["tests.parallel", "tests.chaos.report"]
+
+
 # The shipped pytest plugin (redflow.testing.pytest_plugin) starts the
 # private server and makes prefixes and workers; these names are the suite's.
 
@@ -90,12 +95,16 @@ def cli_client(redis_url: str, prefix: str):
 
 @pytest.fixture
 def cli(redis_url, prefix, capsys):
-    """Run one ``redflow-gevent`` sub-command in this process: (exit code, stdout, stderr)."""
+    """Run one ``redflow-gevent`` sub-command in this process: (exit code, stdout, stderr);
+    a command line argparse refuses gives its exit code (2) too."""
     from redflow.ops.cli import build_parser
 
     def run(*argv):
-        args = build_parser().parse_args([*argv, "--redis-url", redis_url, "--prefix", prefix])
-        code = args.func(args)
+        try:
+            args = build_parser().parse_args([*argv, "--redis-url", redis_url, "--prefix", prefix])
+            code = args.func(args)
+        except SystemExit as exc:
+            code = exc.code
         out, err = capsys.readouterr()
         return code, out, err
 

@@ -24,6 +24,11 @@ from redflow import NonRetryableError, define_workflow
 ROOT = Path(__file__).resolve().parent.parent
 CLI = str(Path(sys.executable).with_name("redflow-gevent"))
 
+#: ``REDFLOW_LONG_TESTS=1``: the long form of the suite's budgeted tests (the random-interleaving
+#: state machines with their full example counts, the 20,000-run load test). scripts/test runs the
+#: bounded form: the same invariants on fewer examples or runs, so the suite stays within its time.
+LONG_TESTS = os.environ.get("REDFLOW_LONG_TESTS") == "1"
+
 
 @contextmanager
 def started(harness: Any, what: str) -> Iterator[Any]:

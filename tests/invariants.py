@@ -19,6 +19,8 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from helpers import LONG_TESTS
+
 from redflow.core import codec
 from redflow.core.keys import TERMINAL_STATUSES
 
@@ -81,10 +83,13 @@ def drop_prefix(r: Any, prefix: str) -> None:
         r.delete(key)
 
 
-def machine_settings(max_examples: int, step_count: int) -> Any:
-    """Hypothesis settings of the suite's state machines: reproducible, no deadline."""
+def machine_settings(*, bounded_examples: int, long_examples: int, step_count: int) -> Any:
+    """Hypothesis settings of the suite's state machines: reproducible, no deadline, and a fixed
+    budget of examples: ``bounded_examples`` in scripts/test, ``long_examples`` with
+    ``REDFLOW_LONG_TESTS=1`` (tests/helpers.py)."""
     from hypothesis import HealthCheck, settings
 
+    max_examples = long_examples if LONG_TESTS else bounded_examples
     return settings(max_examples=max_examples, stateful_step_count=step_count, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
 

@@ -8,6 +8,7 @@ import pytest
 from helpers import CLI, ROOT, wait_until
 
 from redflow import define_workflow
+from redflow.core.flow import PRIORITY_MARKER
 from redflow.ops.cli import build_parser
 from redflow.testing import free_port
 
@@ -47,10 +48,10 @@ def test_runs_list_prints_a_table_and_json_filtered_by_workflow_and_status(cli, 
     assert lines[3].split()[1:4] == ["add", "succeeded", "1/3"]
 
     code, out, _ = cli("runs", "list", "--workflow", "add", "--json")
-    listed = orjson.loads(out)
+    listed = orjson.loads(out)["runs"]
     assert code == 0 and [r["id"] for r in listed] == [runs["ok"]] and listed[0]["output"] == "total=3"
     code, out, _ = cli("runs", "list", "--status", "failed", "--json")
-    assert [r["id"] for r in orjson.loads(out)] == [runs["failed"]]
+    assert [r["id"] for r in orjson.loads(out)["runs"]] == [runs["failed"]]
     assert cli("runs", "list", "--workflow", "nothing-here")[:2] == (0, "(no runs)\n")
 
 
@@ -163,7 +164,7 @@ def test_the_command_reads_redis_url_and_prefix_from_the_environment(redis_url, 
     env = {"REDIS_URL": redis_url, "REDFLOW_PREFIX": prefix, "PATH": "/usr/bin:/bin"}
     done = subprocess.run([CLI, "runs", "list", "--json"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert {r["id"] for r in orjson.loads(done.stdout)} == set(runs.values())
+    assert {r["id"] for r in orjson.loads(done.stdout)["runs"]} == set(runs.values())
 
 
 @pytest.mark.parametrize(
@@ -209,3 +210,24 @@ def test_the_bench_worker_gets_the_url_through_its_environment_not_its_command_l
         assert worker.environment()["REDIS_URL"] == "redis://:s3cret@127.0.0.1:1/0"
     finally:
         os.unlink(worker._log.name)
+
+
+def test_queues_does_not_count_the_priority_marker_as_a_ready_run(cli, registry, client, r):
+    @define_workflow("q2", registry=registry, queue="beta")
+    def q2(ctx):
+        return None
+
+    client.sync_registry(registry)
+    client.run("q2")
+    for _ in range(2):
+        client.run("q2", priority=5)
+    ready_key = client.keys.queue_ready("beta")
+    assert r.llen(ready_key) == 2  # one run and the one marker standing for both prioritized runs
+    r.rpush(ready_key, PRIORITY_MARKER)  # a leftover marker (its runs were canceled), as claims meet and drop them
+    code, out, _ = cli("queues", "--json")
+    (beta,) = orjson.loads(out)
+    assert code == 0 and (beta["ready"], beta["prioritized"], beta["processing"]) == (1, 2, 0)
+    r.rpush(client.keys.queue_processing("beta"), *[f"run_{i}" for i in range(1500)])  # a big fleet's runs in flight
+    r.lmove(ready_key, client.keys.queue_processing("beta"), "RIGHT", "LEFT")  # a worker's BLMOVE took a marker
+    (beta,) = orjson.loads(cli("queues", "--json")[1])
+    assert (beta["ready"], beta["prioritized"], beta["processing"]) == (1, 2, 1500)

@@ -83,6 +83,13 @@ def test_compare_exits_non_zero_past_the_bound_and_zero_within_it(small_run, tmp
     failed = bench(*TINY, "--compare", str(strict), "--max-regression", "0.10")
     assert failed.returncode == 1, failed.stdout + failed.stderr
     assert "REGRESSED" in failed.stdout and "drain.runs_per_s" in failed.stdout.split("regression(s):")[1]
+    why = failed.stderr.strip().splitlines()[-1]  # why it exits 1, said last
+    worse = rf"bench: exit status 1: \d+ figure\(s\) worse than {re.escape(str(strict))}'s by more than --max-regression 10%: "
+    assert re.match(worse, why)
+    assert "drain.runs_per_s" in why
+    # the same kind of bench with other settings: compared, with a warning that names them
+    warning = next(line for line in failed.stdout.splitlines() if line.startswith("warning: the baseline was taken with other settings"))
+    assert "concurrency: 20 in the baseline, 5 here" in warning and "runs: 200 in the baseline, 100 here" in warning
 
     passed = bench(*TINY, "--repeat", "2", "--compare", str(generous), "--max-regression", "0.10")
     assert passed.returncode == 0, passed.stdout + passed.stderr
@@ -132,7 +139,44 @@ def test_the_report_is_not_mixed_with_the_in_process_worker_info_logs():
 
 def test_bench_refuses_replay_without_steps():
     done = bench("--replay", *TINY)
-    assert done.returncode != 0 and "--replay needs --steps" in done.stderr
+    assert done.returncode == 2 and "--replay needs --steps" in done.stderr
+
+
+@pytest.mark.parametrize(("field", "value"), [("worker", "subprocess"), ("steps", 3), ("replay", True)])
+def test_compare_refuses_a_baseline_measured_another_way_before_measuring(small_run, tmp_path, field, value):
+    """A subprocess worker's latencies are whole milliseconds from the run hashes: against
+    an in-process baseline every latency read as a regression, and the bench exited 1."""
+    _, result = small_run
+    other = codec.loads(codec.dumps(result))
+    other["meta"][field] = value
+    path = tmp_path / "other.json"
+    path.write_text(codec.dumps(other))
+    done = bench(*TINY, "--compare", str(path))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"measured another way ({field}: {value!r} in the baseline, {result['meta'][field]!r} here)" in done.stderr
+    assert "drain" not in done.stdout  # refused before anything was measured
+
+
+def test_compare_refuses_a_file_that_holds_no_bench_results(tmp_path):
+    for text, message in (("{not json", "is not valid JSON"), ("[1, 2]", "holds no bench results")):
+        path = tmp_path / "bad.json"
+        path.write_text(text)
+        done = bench(*TINY, "--compare", str(path))
+        assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr
+
+
+def test_the_committed_baseline_is_a_default_bench_and_says_where_and_when_it_was_taken():
+    baseline = codec.loads((ROOT / "bench" / "baseline.json").read_text())
+    meta = baseline["meta"]
+    assert (meta["worker"], meta["steps"], meta["replay"], meta["concurrency"], meta["runs"]) == ("in-process", 0, False, 500, 20000)
+    assert missing_figures(baseline) == []
+    notes = (ROOT / "bench" / "README.md").read_text()
+    assert meta["date"][:10] in notes and meta["cpu"] in notes and f"{meta['cpus']} CPU" in notes
+    assert "redflow-gevent bench --repeat 5 --json bench/baseline.json" in notes
+
+
+def missing_figures(result):
+    return [path for path in COMPARED if figure(result, path) is None]
 
 
 # -- the pieces, without a bench run ------------------------------------------------

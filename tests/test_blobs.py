@@ -82,7 +82,10 @@ def test_a_reference_to_a_missing_blob_is_an_error_naming_the_run_the_field_and_
 NOT_BASE64, NOT_GZIP, NOT_UTF8 = b"!!", base64.b64encode(b"not gzip"), base64.b64encode(gzip.compress(b"\xff\xfe"))
 
 
-@pytest.mark.parametrize("blob", ["@gzip:b64:" + raw.decode() for raw in (NOT_BASE64, NOT_GZIP, NOT_UTF8)])
+# ids: gzip stamps the time in its header, and every pytest-xdist process must collect the same test ids
+@pytest.mark.parametrize(
+    "blob", ["@gzip:b64:" + raw.decode() for raw in (NOT_BASE64, NOT_GZIP, NOT_UTF8)], ids=["not-base64", "not-gzip", "not-utf8"]
+)
 def test_a_blob_that_does_not_decode_is_corrupt_data_naming_the_run(blob):
     with pytest.raises(CorruptDataError, match=RUN):
         blobs.resolve("@blob:v1:x", {"v1:x": blob}, run_id=RUN, field="outputJson")

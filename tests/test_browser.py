@@ -161,8 +161,9 @@ def test_in_a_browser_the_dashboard_shows_charts_workers_workflows_and_a_timelin
         assert browser.find_elements(By.CSS_SELECTOR, ".charts svg.lines polyline.line")
         workers = browser.find_element(By.XPATH, "//h2[text()='Workers']/..").text
         assert str(os.getpid()) in workers and "batch-02" in workers and "lost" in workers and "alive" in workers
-        assert export.id in workers  # what the exports worker runs
-        row = browser.find_element(By.XPATH, f"//h2[text()='Runs']/..//a[text()='{export.id}']/ancestor::tr")
+        running = browser.find_element(By.XPATH, f"//h2[text()='Workers']/..//a[@title='{export.id}']")
+        assert running.text == export.id[:12] + "…"  # what the exports worker runs, by its first 8 hex digits
+        row = browser.find_element(By.XPATH, f"//h2[text()='Runs']/..//a[@title='{export.id}']/ancestor::tr")
         assert "nightly-export" in row.text and "running" in row.text
         assert "send-invoice" in browser.find_element(By.XPATH, "//h2[text()='Cron triggers']/..").text
         screenshot(browser, tmp_path, "dashboard.png")
@@ -185,7 +186,7 @@ def test_in_a_browser_the_dashboard_shows_charts_workers_workflows_and_a_timelin
         screenshot(browser, tmp_path, "run-timeline.png", full_page=True)
 
         browser.get(f"{base}/")
-        browser.find_element(By.LINK_TEXT, export.id).click()
+        browser.find_element(By.XPATH, f"//h2[text()='Runs']/..//a[@title='{export.id}']").click()
         wait_until(lambda: export.id in browser.find_element(By.TAG_NAME, "h1").text, timeout=30)
         form = browser.find_element(By.CSS_SELECTOR, f"form[action='/runs/{export.id}/cancel']")
         form.find_element(By.NAME, "token").send_keys(TOKEN)

@@ -49,6 +49,8 @@ def test_in_a_browser_an_operator_filters_by_tag_pages_bulk_cancels_and_pauses_a
         listed = [row for row in rows if "run_" in row.text]
         assert len(listed) == 4 and all("customer=acme" in row.text for row in listed)
         browser.set_window_size(1360, 1000)
+        cron_card = browser.find_element(By.XPATH, "//h2[text()='Cron triggers']/..")
+        browser.execute_script("arguments[0].scrollIntoView()", cron_card)  # the controls, not the charts above them
         shot = tmp_path / "operations.png"
         assert browser.save_screenshot(str(shot))
         if os.environ.get("REDFLOW_DASHBOARD_OPS_PNG"):

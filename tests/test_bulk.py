@@ -13,6 +13,7 @@ from redflow.core.errors import RedflowError
 from redflow.store import bulk
 
 
+@pytest.mark.heavy
 def test_bulk_retry_of_10000_failed_runs_retries_each_once_while_a_worker_runs_them(client, registry, start, monkeypatch):
     executions: Counter[str] = Counter()
 

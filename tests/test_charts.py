@@ -89,6 +89,7 @@ def tallied(client, kind):
     return total
 
 
+@pytest.mark.heavy
 def test_100000_runs_chart_exactly_and_the_pages_stay_bounded(client, r, registry, port):
     @define_workflow("bulk", registry=registry)
     def bulk(ctx):

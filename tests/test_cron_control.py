@@ -27,6 +27,7 @@ def beats(r, prefix) -> int:
     return r.llen(f"{prefix}:beats")
 
 
+@pytest.mark.slow
 def test_a_paused_cron_stays_paused_across_worker_restarts_and_a_resync_then_resumes_without_a_burst(
     every_second, client, registry, start, r, prefix
 ):

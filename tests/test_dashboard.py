@@ -164,7 +164,7 @@ def test_the_dashboard_command_serves_reads_its_token_from_the_environment_and_s
             proc.wait()
         proc.stderr.close()
     short = subprocess.run([CLI, "dashboard", "--redis-url", redis_url, "--token", "short"], capture_output=True, text=True, timeout=60)
-    assert short.returncode == 1 and "dashboard: the dashboard token must have at least 12 characters" in short.stderr
+    assert short.returncode == 2 and "dashboard: the dashboard token must have at least 12 characters" in short.stderr
 
 
 def _answers(port):

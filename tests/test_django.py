@@ -33,6 +33,8 @@ def failed_tests(junit_xml: str) -> list[str]:
     ]
 
 
+@pytest.mark.slow  # a whole suite of its own (35-60 s, most of a core): the two run one after the other
+@pytest.mark.xdist_group("django-suites")
 @pytest.mark.parametrize("django", sorted(VENVS))
 def test_the_django_project_tests_pass(django, tmp_path):
     python = ROOT / VENVS[django] / "bin" / "python"

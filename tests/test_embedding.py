@@ -7,11 +7,13 @@ import sys
 import tempfile
 import urllib.error
 import urllib.request
+from importlib import metadata
 from pathlib import Path
 
 import orjson
 import pytest
 from helpers import ROOT, wait_until
+from packaging.requirements import Requirement
 
 from redflow.testing import free_port
 
@@ -103,3 +105,18 @@ def test_the_example_app_runs_workflows_in_process_and_its_worker_stops_with_the
     # The server stopped, and the embedded worker finished the run in flight before the process left.
     assert client.get_run(slow["id"]).status == "succeeded"
     assert "worker stopped" in srv.output()
+
+
+def test_the_gunicorn_extra_installs_what_gunicorns_gevent_worker_imports():
+    """`pip install gunicorn` alone fails under `-k gevent` in a fresh virtualenv
+    (gunicorn's gevent worker imports `packaging`, a requirement of its gevent
+    extra only): redflow's `gunicorn` extra, and the test extra, ask for `gunicorn[gevent]`."""
+    ours = [Requirement(text) for text in metadata.requires("redflow-gevent") or ()]
+    for extra in ("gunicorn", "test"):
+        (gunicorn,) = [r for r in ours if r.name == "gunicorn" and r.marker is not None and r.marker.evaluate({"extra": extra})]
+        assert gunicorn.extras == {"gevent"}, extra
+    theirs = [Requirement(text) for text in metadata.requires("gunicorn") or ()]
+    needed = {r.name for r in theirs if r.marker is not None and r.marker.evaluate({"extra": "gevent"})}
+    assert "packaging" in needed and all(metadata.version(name) for name in needed)  # installed here, as for a user
+    page = " ".join((ROOT / "docs" / "guide" / "embedding.md").read_text().split())
+    assert 'pip install "redflow-gevent[gunicorn]"' in page and "No module named 'packaging'" in page

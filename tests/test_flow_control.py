@@ -223,6 +223,7 @@ def test_a_retry_gives_the_unit_back_while_the_run_waits_for_its_next_attempt(st
     assert r.get(client.keys.workflow_running("flaky")) == "0"
 
 
+@pytest.mark.slow
 def test_a_limit_counts_runs_of_the_asyncio_package_in_its_counter(start, client, registry, r):
     """The workflow-wide limit is the asyncio package's ``max_concurrency``: runs
     it counts in ``workflow-running:<name>`` hold ours back."""
@@ -278,6 +279,7 @@ def test_a_run_whose_limits_field_is_corrupt_fails_clearly_and_blocks_nothing(st
     assert "limitsJson" in client.get_run(bad.id).error["message"]
 
 
+@pytest.mark.slow
 def test_the_sweeper_frees_units_of_runs_that_are_no_longer_running(start, client, registry, r):
     """A unit lost on the way (a run ended by a worker that knows nothing of
     limits) is found by the sweeper's recount; the held runs then start."""

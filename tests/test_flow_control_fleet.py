@@ -107,6 +107,7 @@ def test_per_customer_limits_hold_each_customer_to_2_and_customers_do_not_wait_f
     assert e_start < a_starts[10], (e_start, a_starts[:12])
 
 
+@pytest.mark.slow
 def test_a_rate_limit_of_20_per_second_never_lets_21_start_in_a_second(workers, app_client, prefix, r):
     side = f"side:{prefix}"
     workers(20)
@@ -142,6 +143,7 @@ def test_priority_9_runs_start_within_the_next_few_claims_of_2000_queued(workers
     worker.stop()
 
 
+@pytest.mark.slow
 def test_a_worker_killed_holding_units_leaks_none_and_the_limit_admits_runs_again(workers, app_client, prefix, r):
     side = f"side:{prefix}"
     victim = workers(10, lease_ms=1000)

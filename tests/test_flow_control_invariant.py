@@ -17,6 +17,7 @@ wake-up of a unit given back.
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import invariant, rule, run_state_machine_as_test
 from test_recovery_invariant import PROPERTY_SETTINGS, Interleavings, _workflows
@@ -73,6 +74,8 @@ class LimitedInterleavings(Interleavings):
             assert holders == {run_id for run_id, k in zip(self.limited_ids, KEYS) if k == key and run_id in running}, statuses
 
 
+@pytest.mark.slow
 def test_random_interleavings_keep_units_with_running_runs_and_wake_every_held_run(redis_url):
+    """75 random interleavings of 40 steps (150 with REDFLOW_LONG_TESTS=1), the invariants checked after every step."""
     LimitedInterleavings.url = redis_url
     run_state_machine_as_test(LimitedInterleavings, settings=PROPERTY_SETTINGS)

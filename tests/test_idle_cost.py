@@ -31,6 +31,7 @@ MAX_LOOP_COMMANDS_PER_S = 50
 PHASE_B = "issue 34 phase B: today every idle slot polls every queue (~49,000 commands/s over 517 connections with 50 queues)"
 
 
+@pytest.mark.heavy  # until phase B: ~49,000 commands/s keep its redis-server busy
 @pytest.mark.xfail(strict=True, reason=PHASE_B)
 def test_an_idle_worker_of_500_slots_on_50_queues_sends_at_most_100_commands_a_second_over_60_connections(start, client, redis_url):
     registry = queue_registry(QUEUES)

@@ -12,6 +12,7 @@ tests see the warning).
 
 import logging
 
+import pytest
 from gevent.event import Event
 from helpers import wait_until
 from prometheus_client.parser import text_string_to_metric_families
@@ -28,6 +29,7 @@ def _lost_leases_metric(observer: MetricsObserver) -> float:
     return samples["redflow_lease_renewals_lost_total"]
 
 
+@pytest.mark.heavy
 def test_a_drain_of_2000_parent_and_child_runs_at_c50_reports_no_lost_lease(start, registry, client, caplog):
     @define_workflow("parent", registry=registry)
     def parent(ctx):

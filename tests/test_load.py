@@ -2,9 +2,11 @@
 
 import time
 
+import pytest
 from helpers import WorkerProcess, wait_until
 
 
+@pytest.mark.heavy
 def test_a_500_slot_worker_drains_5000_runs_exactly_once(redis_url, prefix, cli_client, r):
     total = 5000
     seen_key = f"{prefix}:seen"

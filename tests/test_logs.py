@@ -111,9 +111,10 @@ def test_the_text_format_keeps_each_record_on_its_own_lines_whatever_the_message
         def forger(ctx):
             raise RuntimeError(f"bad\n{FORGED}\r\x1b[2K")
 
-        start()
+        worker = start()
         with pytest.raises(Exception, match="FORGED"):
             client.run("forger").result(10)
+        worker.stop(timeout=5)  # the client may see the run end before the worker logs it: let it finish
         logging.getLogger("redflow.worker").exception("message\n%s", FORGED, exc_info=RuntimeError(f"x\n{FORGED}"))
     finally:
         logging.getLogger().handlers.clear()

@@ -132,7 +132,7 @@ def test_worker_command_serves_metrics_and_refuses_a_bad_metrics_port(redis_url,
         assert value(scrape(url), "redflow_slots") == 4
         assert worker.stop() == 0
     bad = subprocess.run([CLI, "worker", "--redis-url", redis_url, "--metrics-port", "nope"], capture_output=True, text=True, timeout=60)
-    assert bad.returncode != 0 and "--metrics-port: metrics address must be PORT or HOST:PORT" in bad.stderr
+    assert bad.returncode == 2 and "--metrics-port: metrics address must be PORT or HOST:PORT" in bad.stderr
 
 
 def test_without_prometheus_client_the_metrics_flag_says_how_to_get_it(redis_url):

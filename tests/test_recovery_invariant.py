@@ -372,9 +372,10 @@ class Interleavings(RuleBasedStateMachine):
 
 
 #: The state machines' budget (also tests/test_flow_control_invariant.py's): reproducible, bounded.
-PROPERTY_SETTINGS = machine_settings(150, 40)
+PROPERTY_SETTINGS = machine_settings(bounded_examples=75, long_examples=150, step_count=40)
 
 
 def test_random_interleavings_of_every_script_keep_every_run_findable_and_end_each_run(redis_url):
+    """75 random interleavings of 40 steps (150 with REDFLOW_LONG_TESTS=1), the invariants checked after every step."""
     Interleavings.url = redis_url
     run_state_machine_as_test(Interleavings, settings=PROPERTY_SETTINGS)

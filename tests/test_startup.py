@@ -85,7 +85,8 @@ def test_a_wrong_password_is_one_line_without_the_password_and_exit_status_2():
 
 def test_an_unreachable_redis_is_retried_until_the_start_timeout_then_one_error():
     url = f"redis://:s3cret@127.0.0.1:{free_port()}/0"
-    done = run_worker_command("-A", "tests.apps.cli_app:registry", "--redis-url", url, "--start-timeout", "0.5")
+    # 2 s: a first try slower than the timeout less the first backoff (0.2 s) ends before any retry
+    done = run_worker_command("-A", "tests.apps.cli_app:registry", "--redis-url", url, "--start-timeout", "2")
     assert done.returncode == 2
     assert_one_clean_error(done.stderr, "is not ready after", "ConnectionError", "redis://***@127.0.0.1")
     waits = [line for line in done.stderr.splitlines() if " WARNING " in line]

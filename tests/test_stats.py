@@ -107,7 +107,7 @@ def test_windows_parse_or_fail_clearly(redis_url, prefix):
         with pytest.raises(RedflowError, match="a window is a whole number"):
             parse_window(bad)
     done = stats_cli(redis_url, prefix, "--window", "fortnight")
-    assert done.returncode == 1 and "error: a window is a whole number of s, m, h or d" in done.stderr
+    assert done.returncode == 2 and "argument --window: a window is a whole number of s, m, h or d" in done.stderr
     assert stats_cli(redis_url, prefix, "--max-runs", "0").returncode == 2
     empty = stats_cli(redis_url, prefix)
     assert empty.returncode == 0 and "(no workflows)" in empty.stdout

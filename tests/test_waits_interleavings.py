@@ -333,5 +333,6 @@ class WaitLives(RuleBasedStateMachine):
 
 
 def test_random_interleavings_of_parks_deliveries_wait_ends_and_faults_keep_waits_once_and_runs_findable(redis_url):
+    """100 random interleavings of 40 steps (200 with REDFLOW_LONG_TESTS=1), the invariants checked after every step."""
     WaitLives.url = redis_url
-    run_state_machine_as_test(WaitLives, settings=machine_settings(200, 40))
+    run_state_machine_as_test(WaitLives, settings=machine_settings(bounded_examples=100, long_examples=200, step_count=40))

@@ -91,6 +91,7 @@ def test_a_lost_record_is_told_from_a_live_one_by_its_last_beat():
     assert WorkerRecord.from_json(record.to_json()) == record
 
 
+@pytest.mark.slow
 def test_the_workers_command_lists_two_worker_processes_drops_a_stopped_one_and_marks_a_killed_one_lost(redis_url, prefix, cli_client):
     with WorkerProcess(redis_url, prefix, concurrency=3) as first, WorkerProcess(redis_url, prefix, concurrency=3) as second:
         pids = {first.proc.pid, second.proc.pid}

@@ -33,6 +33,7 @@ from redflow.bench.worker import BenchTimeout, BenchWorker, InProcessWorker, Sub
 from redflow.client import RedflowClient
 from redflow.core.models import RunField
 from redflow.handle import RunHandle
+from redflow.ops.control.prefix import delete_prefix
 from redflow.store.connection import create_redis
 
 #: How long the worker gets to have every slot blocked in its claim before a drain.
@@ -96,20 +97,9 @@ def open_bench(
     finally:
         worker.stop()
         if cleanup:
-            _delete_prefix(client)
+            delete_prefix(client.redis, client.prefix)
         client.close()
         probe.close()
-
-
-def _delete_prefix(client: RedflowClient) -> None:
-    batch = []
-    for key in client.redis.scan_iter(match=f"{client.prefix}:*", count=1000):
-        batch.append(key)
-        if len(batch) >= 1000:
-            client.redis.unlink(*batch)
-            batch.clear()
-    if batch:
-        client.redis.unlink(*batch)
 
 
 class Progress:

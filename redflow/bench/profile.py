@@ -26,6 +26,7 @@ from typing import Any
 import gevent
 
 from redflow.bench.probe import BenchError
+from redflow.ops.cli.values import usage_error
 
 SAMPLE_RATE_HZ = 250
 ATTACH_S = 0.3  # py-spy's start-up, before the measured work begins
@@ -35,7 +36,7 @@ _LINE = re.compile(r":\d+\)$")
 def py_spy_binary() -> str:
     found = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     if not Path(found).exists():
-        raise SystemExit("bench --profile needs py-spy: pip install py-spy")
+        usage_error("bench --profile needs py-spy: pip install py-spy")
     return found
 
 

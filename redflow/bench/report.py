@@ -3,7 +3,9 @@
 A result is a plain dict (what ``--json`` writes): ``meta`` (when, where,
 with what options), then ``drain``, ``paced`` and ``idle`` as the phases
 return them, and ``peak_rss_mb``. :data:`COMPARED` lists the figures
-``--compare`` checks and which way is better for each.
+``--compare`` checks and which way is better for each; :data:`SAME_KIND`
+the options a baseline must share to be compared at all, :data:`SAME_SETTING`
+those whose difference is worth a warning.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from redflow.core import codec
+from redflow.core.errors import RedflowError
 from redflow.core.version import VERSION
 
 HIGHER, LOWER = "higher", "lower"
@@ -45,6 +48,33 @@ COMPARED: dict[str, str] = {
     "idle.round_trips_per_s": LOWER,
     "peak_rss_mb": LOWER,
 }
+
+
+#: Options under which the figures are measured differently (a subprocess
+#: worker's latencies come from the run hashes, in whole milliseconds; steps
+#: add commands per run): ``--compare`` refuses a baseline that differs in one.
+SAME_KIND: tuple[str, ...] = ("worker", "steps", "replay")
+#: Options and machine facts that move the figures: ``--compare`` warns when one differs.
+SAME_SETTING: tuple[str, ...] = (
+    "concurrency", "runs", "repeat", "rate", "paced_runs", "idle_s", "host", "cpus", "cpu", "python", "redis_version",
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Mismatch:
+    """An option or machine fact in which a baseline differs from this bench."""
+
+    name: str
+    baseline: Any
+    current: Any
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.baseline!r} in the baseline, {self.current!r} here"
+
+
+def mismatches(baseline_meta: dict[str, Any], meta: dict[str, Any], names: tuple[str, ...]) -> list[Mismatch]:
+    """The ``names`` whose values differ between ``baseline_meta`` and ``meta`` (one absent counts)."""
+    return [Mismatch(name, baseline_meta.get(name), meta.get(name)) for name in names if baseline_meta.get(name) != meta.get(name)]
 
 
 def machine() -> dict[str, Any]:
@@ -134,7 +164,13 @@ def render_comparison(rows: list[Comparison], max_regression: float, baseline_pa
 
 
 def load(path: str) -> dict[str, Any]:
-    loaded: dict[str, Any] = codec.loads(Path(path).read_text(encoding="utf-8"), what=f"bench results {path}")
+    """Saved results; :class:`RedflowError` when the file cannot be read or is no bench result."""
+    try:
+        loaded = codec.loads(Path(path).read_text(encoding="utf-8"), what=f"bench results {path}")
+    except OSError as exc:
+        raise RedflowError(f"cannot read bench results {path}: {exc.strerror or exc}") from None
+    if not isinstance(loaded, dict) or not isinstance(loaded.get("meta"), dict):
+        raise RedflowError(f"{path} holds no bench results (saved by `redflow-gevent bench --json PATH`)")
     return loaded
 
 

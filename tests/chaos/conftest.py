@@ -8,8 +8,9 @@ never faulted. Worker subprocesses are ``redflow-gevent worker`` processes
 (tests/helpers.py ``WorkerProcess``) running ``tests/chaos/apps``.
 
 Timings go to the "redflow chaos report" section at the end of the pytest
-run (and to the file named by ``REDFLOW_CHAOS_REPORT``, if set): the
-machine is shared, so the suite reports times and never asserts on speed.
+run (and to the file named by ``REDFLOW_CHAOS_REPORT``, if set;
+tests/chaos/report.py): the machine is shared, so the suite reports times
+and never asserts on speed.
 """
 
 from __future__ import annotations
@@ -28,24 +29,11 @@ from tests.chaos.apps.crash_app import registry as crash_registry
 from tests.chaos.apps.side import SIDE_URL_ENV
 from tests.chaos.harness import NOTIFY_ARGS, Bench, Workers, start_server
 from tests.chaos.kit import FinalizeWitness, SideCounts, TerminalWatch, watched
-
-_REPORT: list[str] = []
+from tests.chaos.report import PROPERTY as REPORT_PROPERTY
 
 
 def pytest_configure(config) -> None:
     config.addinivalue_line("markers", "engine(persistent=False, extra_args=()): options of the test's private engine redis-server")
-
-
-def pytest_terminal_summary(terminalreporter) -> None:
-    if not _REPORT:
-        return
-    terminalreporter.section("redflow chaos report")
-    for line in _REPORT:
-        terminalreporter.write_line(line)
-    path = os.environ.get("REDFLOW_CHAOS_REPORT")
-    if path:
-        with open(path, "a", encoding="utf-8") as out:
-            out.write("\n".join(_REPORT) + "\n")
 
 
 @pytest.hookimpl(wrapper=True)
@@ -65,7 +53,7 @@ def report(request: pytest.FixtureRequest):
     """``report("...")``: a line for the chaos report, tagged with the test's name."""
 
     def add(line: str) -> None:
-        _REPORT.append(f"{request.node.name}: {line}")
+        request.node.user_properties.append((REPORT_PROPERTY, f"{request.node.name}: {line}"))
         print(line)
 
     return add

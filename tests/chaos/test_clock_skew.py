@@ -74,6 +74,7 @@ def _log_hour(worker) -> int:
     return int(re.search(r"\d{4}-\d\d-\d\d (\d\d):", worker.output()).group(1))
 
 
+@pytest.mark.slow
 def test_cron_led_by_a_fast_worker_then_a_correct_one_fires_every_tick_once_and_none_early(engine, er, clock_client, workers, fast):
     fast = workers.spawn(engine.url, app="clock_app", wrapper=fast)
     wait_until(lambda: er.get(clock_client.keys.lock_cron()), timeout=10, message="the fast worker to lead cron")

@@ -81,6 +81,7 @@ PLAN = (
 )
 
 
+@pytest.mark.slow  # about 17 s a seed, mostly waiting
 @pytest.mark.parametrize("seed", PLAN.seeds, ids=[f"{PLAN.name}-{seed}" for seed in PLAN.seeds])
 def test_features_together_under_kills_freezes_and_lagging_clocks_keep_every_invariant(seed, engine, er, prefix, workers, start, report):
     def spawn(ready: bool = False):

@@ -9,6 +9,7 @@ succeeded steps replayed.
 import signal
 import time
 
+import pytest
 from helpers import wait_until
 
 from tests.chaos.kit import prove_each_finalized_once, queue_leftovers
@@ -17,6 +18,7 @@ STEPS = ("a", "b", "c")
 GRACE_S = 60
 
 
+@pytest.mark.heavy
 def test_sigterm_lets_500_runs_in_flight_finish_claims_nothing_new_and_exits_0_within_the_grace_period(
     engine, er, chaos_client, workers, side, witness, report
 ):

@@ -46,6 +46,7 @@ HEAVY = KillLoop("heavy", workers=6, concurrency=100, runs=30_000, chaos_s=180.0
 PLAN = HEAVY if os.environ.get("REDFLOW_CHAOS_SOAK") == "1" else BOUNDED
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("plan", [PLAN], ids=[PLAN.name])
 def test_workers_killed_and_frozen_past_their_leases_under_load_leave_no_run_stuck_or_finalized_twice(
     plan, engine, er, chaos_client, workers, witness, report

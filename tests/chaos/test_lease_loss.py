@@ -8,6 +8,7 @@ Either way the old worker must not finalize the run, the new owner does,
 and the run ends once.
 """
 
+import pytest
 from helpers import wait_until
 
 from tests.chaos.harness import alive, freeze_past_the_lease_and_resume
@@ -37,6 +38,7 @@ def test_a_deleted_lease_stops_the_old_attempt_and_the_new_owner_finishes_the_ru
     assert chaos_client.get_run(handle.id).attempt == 1
 
 
+@pytest.mark.slow
 def test_a_worker_frozen_past_its_lease_does_not_finalize_the_run_its_new_owner_finished(
     engine, er, chaos_client, workers, side, witness: FinalizeWitness
 ):

@@ -1,6 +1,8 @@
-"""Promise 5: load. 20,000 runs of a two-step workflow through two ``-c 500``
+"""Promise 5: load. Runs of a two-step workflow through two ``-c 500``
 worker processes at once: zero lost, zero finalized twice, zero stuck, all
 within a bounded time (reported, never asserted on: the machine is shared).
+By default a budget of 5,000 runs (id ``bounded``); ``REDFLOW_LONG_TESTS=1``
+makes it the long form (id ``long``: 20,000 runs).
 
 And a soak: load while a chaos loop SIGKILLs and replaces workers, drops
 every connection and restarts the (persistent) Redis. By default it is a
@@ -15,7 +17,7 @@ import time
 from dataclasses import dataclass
 
 import pytest
-from helpers import wait_until
+from helpers import LONG_TESTS, wait_until
 
 from tests.chaos.harness import alive, restart
 from tests.chaos.kit import outputs_disagreeing_with_steps, prove_each_finalized_once, queue_leftovers, terminal_count
@@ -34,10 +36,16 @@ def drained(er, keys):
     return set(queue_leftovers(er, keys, ["default"]).values()) == {0}
 
 
-def test_20000_two_step_runs_through_two_500_slot_workers_end_once_each_none_lost_or_stuck(
-    engine, er, chaos_client, workers, side, witness, report
+#: Runs of the load test: (id, count); the long form with REDFLOW_LONG_TESTS=1 (tests/helpers.py).
+LOAD = ("long", 20_000) if LONG_TESTS else ("bounded", 5_000)
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("total", [LOAD[1]], ids=[LOAD[0]])
+def test_two_step_runs_through_two_500_slot_workers_end_once_each_none_lost_or_stuck(
+    total, engine, er, chaos_client, workers, side, witness, report
 ):
-    total = 20_000
+    """5,000 runs (20,000 with REDFLOW_LONG_TESTS=1) submitted in batches of 2,000 while two workers drain them."""
     keys = chaos_client.keys
     pool = [workers.spawn(engine.url, concurrency=500, lease_ms=5000) for _ in range(2)]
     began = time.monotonic()
@@ -75,6 +83,7 @@ HEAVY = SoakPlan("heavy", runs=50_000, chaos_s=120.0, concurrency=200)
 PLAN = HEAVY if os.environ.get("REDFLOW_CHAOS_SOAK") == "1" else BOUNDED
 
 
+@pytest.mark.heavy
 @pytest.mark.engine(persistent=True)
 @pytest.mark.parametrize("plan", [PLAN], ids=[PLAN.name])
 def test_soak_of_worker_kills_connection_drops_and_redis_restarts_loses_and_double_finalizes_nothing(

@@ -30,6 +30,7 @@ def submit(client, count, **options):
     return [h.id for h in client.run_many("journey", [options] * count)]
 
 
+@pytest.mark.heavy
 @pytest.mark.engine(persistent=True)
 @pytest.mark.parametrize("how", ["stop", "kill"], ids=["sigterm", "sigkill"])
 def test_runs_submitted_before_and_after_a_restart_of_a_persistent_redis_all_end_once(
@@ -78,6 +79,7 @@ def test_a_restart_of_a_redis_without_persistence_loses_its_runs_but_the_workers
     assert sum(er.exists(keys.run(run_id), keys.run_steps(run_id)) for run_id in lost) == 0
 
 
+@pytest.mark.slow
 def test_dropped_connections_are_reopened_without_restarting_the_worker_and_every_run_ends_once(
     engine, er, chaos_client, workers, side, witness, terminal_watch, report
 ):

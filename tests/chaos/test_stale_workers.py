@@ -4,11 +4,14 @@ only the lease holder, or an attempt whose lapsed lease nobody took over, may
 write; and an attempt whose lease may have lapsed confirms it still owns its
 run before it starts a step)."""
 
+import pytest
+
 from tests.chaos.harness import freeze_past_the_lease_and_resume
 
 STEPS = ("a", "b", "c")
 
 
+@pytest.mark.slow
 def test_a_worker_frozen_past_its_lease_records_no_step_and_runs_no_step_after_it_wakes(engine, er, chaos_client, workers, side):
     keys = chaos_client.keys
     resumed = freeze_past_the_lease_and_resume(engine.url, er, chaos_client, workers, side)

@@ -58,6 +58,7 @@ def test_a_run_sleeping_on_a_one_slot_worker_lets_twenty_runs_through_then_finis
     audit_runs(er, client.keys, ids).assert_each_finalized_exactly_once(statuses={"succeeded"})
 
 
+@pytest.mark.slow
 def test_a_worker_killed_while_its_run_sleeps_loses_nothing_another_finishes_it_after_the_wake_time(
     engine, er, client, workers, side, witness
 ):

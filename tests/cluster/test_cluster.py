@@ -132,6 +132,7 @@ def test_a_master_failover_under_load_loses_nothing(redis_cluster, registry, cli
     print(f"\nfailover: {sum(1 for v in executions.values() if v != '1')} of {total} runs re-executed after the failover")
 
 
+@pytest.mark.heavy  # a 200-slot worker draining 3,000 runs: in the heavy group, whose process starts a cluster of its own
 def test_a_worker_process_drains_runs_on_three_masters(redis_cluster, prefix, r):
     from tests.apps.cli_app import registry as app_registry
 

@@ -1,6 +1,7 @@
 """What every command that reads or changes Redis shares: its connection
-options, a client for them, errors as exit codes, and its output (a text
-table, or JSON with ``--json`` for scripts)."""
+options, a client for them, errors as exit codes (the rule of
+:mod:`redflow.ops.cli.values`), and its output (a text table, or JSON with
+``--json`` for scripts)."""
 
 from __future__ import annotations
 
@@ -15,24 +16,17 @@ from redis.exceptions import RedisError
 from redflow.client import RedflowClient, create_client
 from redflow.core import codec
 from redflow.core.errors import RedflowError
+from redflow.ops.cli.values import EXIT_NO, EXIT_USAGE
 from redflow.registry import Registry
 from redflow.store.connection import redacted_url, resolve_prefix, resolve_url
 
 
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
 def jsonable(obj: Any) -> Any:
-    """Dataclasses (Run, Step, QueueCounts ...) as dicts, lists of them as lists."""
+    """Dataclasses (Run, Step, QueueCounts ...) as dicts, in lists and dicts too."""
     if isinstance(obj, list):
         return [jsonable(item) for item in obj]
+    if isinstance(obj, dict):
+        return {key: jsonable(value) for key, value in obj.items()}
     return dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) and not isinstance(obj, type) else obj
 
 
@@ -46,22 +40,27 @@ def connect(args: argparse.Namespace) -> RedflowClient:
 
 
 def command(fn: Callable[[RedflowClient, argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """Run ``fn`` with a client; Redis and data errors become a message and an exit code."""
+    """Run ``fn`` with a client; errors become a message and an exit code: a
+    command line that makes no sense (``fn`` raises :class:`argparse.ArgumentError`)
+    and Redis errors 2, what Redis holds saying no (a :class:`RedflowError`) 1."""
 
     def run(args: argparse.Namespace) -> int:
         try:
             client = connect(args)
         except ValueError as exc:  # redis-py's word on a malformed URL
             print(f"error: bad Redis URL {redacted_url(resolve_url(args.redis_url))}: {exc}", file=sys.stderr)
-            return 2
+            return EXIT_USAGE
         try:
             return fn(client, args)
+        except argparse.ArgumentError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_USAGE
         except RedisError as exc:
             print(f"error: Redis at {redacted_url(resolve_url(args.redis_url))}: {exc}", file=sys.stderr)
-            return 2
+            return EXIT_USAGE
         except RedflowError as exc:
             print(f"error: {exc}", file=sys.stderr)
-            return 1
+            return EXIT_NO
         finally:
             client.close()
 

@@ -1,6 +1,7 @@
 """``redflow-gevent cron list|pause|resume|trigger``: the stored cron triggers
-and their next fire times; pause, resume or fire one now (the changes are
-:mod:`redflow.ops.control.cron`'s, shared with the dashboard)."""
+and their next fire times; pause, resume or fire one now, named by its id or
+by its workflow's name (the changes are :mod:`redflow.ops.control.cron`'s,
+shared with the dashboard)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ def _cron_list(client: RedflowClient, args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Any) -> None:
-    """Add ``cron list|pause|resume|trigger <cron id>`` (see ``redflow.ops.cli.parser.COMMAND_MODULES``)."""
+    """Add ``cron list|pause|resume|trigger <cron id or workflow>`` (see ``redflow.ops.cli.parser.COMMAND_MODULES``)."""
     common = common_options()
     cron_parser = subparsers.add_parser("cron", help="cron triggers")
     cron_sub = cron_parser.add_subparsers(dest="cron_command", required=True)
@@ -40,7 +41,7 @@ def register(subparsers: Any) -> None:
         ("trigger", cron.trigger, "start one run of a cron trigger's workflow now"),
     ):
         parser = cron_sub.add_parser(name, parents=[common], help=text)
-        parser.add_argument("cron_id", help="the id `cron list` shows")
+        parser.add_argument("cron_id", metavar="CRON", help="the id `cron list` shows, or the workflow's name if it has one cron trigger")
         if name == "trigger":
             parser.add_argument("--trigger-id", default=None, help="idempotency: the same id never starts a second run")
         parser.set_defaults(func=command(_handler(fn)))
@@ -48,7 +49,8 @@ def register(subparsers: Any) -> None:
 
 def _handler(fn: Callable[..., CronChange]) -> Callable[[RedflowClient, argparse.Namespace], int]:
     def handle(client: RedflowClient, args: argparse.Namespace) -> int:
-        change = fn(client, args.cron_id, args.trigger_id) if fn is cron.trigger else fn(client, args.cron_id)
+        cron_id = cron.resolve(client, args.cron_id)
+        change = fn(client, cron_id, args.trigger_id) if fn is cron.trigger else fn(client, cron_id)
         emit(args, change, f"{change.cron_id}: {change.message}")
         return 0 if change.ok else 1
 

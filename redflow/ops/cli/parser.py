@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
+import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from redflow.ops.cli import worker
+from redflow.ops.cli.values import EXIT_CLOSED_OUTPUT, EXIT_RULE
 from redflow.ops.observe.logs import setup_logging
 
 #: Modules adding a sub-command: each has ``register(subparsers)``, which adds
@@ -55,16 +59,65 @@ def _connection_options_before(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _command_parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
-    """Every command parser under ``parser`` (``runs`` and ``runs list`` both), each once."""
-    found: dict[int, argparse.ArgumentParser] = {}
+def _command_paths(parser: argparse.ArgumentParser, above: str = "") -> dict[str, argparse.ArgumentParser]:
+    """Every command parser under ``parser`` by its words (``runs`` and ``runs list`` both)."""
+    found: dict[str, argparse.ArgumentParser] = {}
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
-            for child in action.choices.values():
-                if id(child) not in found:
-                    found[id(child)] = child
-                    found.update((id(p), p) for p in _command_parsers(child))
-    return list(found.values())
+            for name, child in action.choices.items():
+                path = f"{above} {name}".strip()
+                found[path] = child
+                found.update(_command_paths(child, path))
+    return found
+
+
+def _command_parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """Every command parser under ``parser``, each once."""
+    return list({id(p): p for p in _command_paths(parser).values()}.values())
+
+
+def _misplaced_option(parser: argparse.ArgumentParser, argv: Sequence[str]) -> str | None:
+    """What is wrong with an option before the command that only a command takes
+    (``redflow-gevent -c 500 worker``), which argparse would misread as a bad
+    command (``invalid choice: '500'``); None when the options before it are the top parser's."""
+    index = 0
+    while index < len(argv) and argv[index].startswith("-") and argv[index] not in ("-", "--"):
+        name, has_value = argv[index].partition("=")[0], "=" in argv[index]
+        action = _top_option(parser, name)
+        if action is None:
+            return _where_it_goes(parser, argv, index)
+        index += 1 if has_value or action.nargs == 0 else 2
+    return None
+
+
+def _top_option(parser: argparse.ArgumentParser, name: str) -> argparse.Action | None:
+    """The top parser's option ``name`` (or the one long option it abbreviates, as argparse allows)."""
+    options = parser._option_string_actions
+    if name in options:
+        return options[name]
+    matches = {id(a): a for option, a in options.items() if name.startswith("--") and option.startswith(name)}
+    return next(iter(matches.values())) if len(matches) == 1 else None
+
+
+def _where_it_goes(parser: argparse.ArgumentParser, argv: Sequence[str], index: int) -> str:
+    """Where an option the top parser does not know, placed before the command, belongs."""
+    token = argv[index]
+    name = token.partition("=")[0]
+    name = name if name.startswith("--") else name[:2]  # -c500
+    paths = _command_paths(parser)
+    typed = max((path for path in paths if _contains(argv[index + 1 :], path.split())), key=len, default=None)
+    if typed is not None and name in paths[typed]._option_string_actions:
+        alone = token != name or paths[typed]._option_string_actions[name].nargs == 0  # --opt=value, -c500, a flag
+        moved = " ".join(argv[index : index + (1 if alone else 2)])
+        return f"{name} is an option of the {typed} command: put it after the command, as in: redflow-gevent {typed} {moved} ..."
+    owners = sorted(path for path, p in paths.items() if name in p._option_string_actions)
+    if owners:
+        return f"{name} is an option of {', '.join(owners)}, not of {typed or 'redflow-gevent itself'}"
+    return f"unrecognized option {token} before the command (see 'redflow-gevent --help')"
+
+
+def _contains(argv: Sequence[str], words: list[str]) -> bool:
+    return any(list(argv[i : i + len(words)]) == words for i in range(len(argv)))
 
 
 def _merge_early_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -85,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="redflow-gevent",
         description="Durable Redis-backed workflows with a gevent worker.",
-        epilog=_SYNOPSIS,
+        epilog=f"{_SYNOPSIS}\n\n{EXIT_RULE}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _logging_options(parser, top=True)
@@ -106,6 +159,9 @@ def build_parser() -> argparse.ArgumentParser:
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The command line, with the options placed before the command handed to it."""
     parser = build_parser()
+    misplaced = _misplaced_option(parser, sys.argv[1:] if argv is None else argv)
+    if misplaced:
+        parser.error(misplaced)
     args = parser.parse_args(argv)
     _merge_early_options(parser, args)
     return args
@@ -115,4 +171,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # what `worker --processes N` runs again
     setup_logging(args.log_level, args.log_format)
-    return int(args.func(args) or 0)
+    try:
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # here, where a closed pipe can be caught, not at exit
+    except BrokenPipeError:
+        _output_closed()
+    return code
+
+
+def _output_closed() -> NoReturn:
+    """The reader of stdout went away (``redflow-gevent runs list | head``): no
+    traceback; the status of a command that SIGPIPE stopped, as a C tool's.
+
+    The command's work is done (its client closed), so the process ends here,
+    without the interpreter's teardown: after an EPIPE on stdout that teardown
+    was seen to spin in the garbage collector, one exit in five to eight."""
+    logging.shutdown()
+    sys.stderr.flush()
+    os._exit(EXIT_CLOSED_OUTPUT)

@@ -18,7 +18,8 @@ from redflow.core.errors import RedflowError
 from redflow.core.keys import RUN_STATUSES
 from redflow.core.models import Run, Step
 from redflow.core.retention import FINISHED_STATUSES
-from redflow.ops.cli.common import command, common_options, emit, jsonable, positive_int
+from redflow.ops.cli.common import command, common_options, emit, jsonable
+from redflow.ops.cli.values import positive_int
 from redflow.ops.control import bulk
 from redflow.ops.control.bulk import Filters
 from redflow.ops.control.runs import ActionResult, cancel_run, retry_run
@@ -63,10 +64,23 @@ def register(subparsers: Any) -> None:
     purge.set_defaults(func=command(_runs_purge))
 
 
-def add_filter_options(parser: argparse.ArgumentParser, *, status_help: str) -> None:
+def add_filter_options(parser: argparse.ArgumentParser, *, status_help: str, statuses: Sequence[str] = RUN_STATUSES) -> None:
     parser.add_argument("--workflow", help="only runs of this workflow")
-    parser.add_argument("--status", choices=RUN_STATUSES, help=status_help)
-    parser.add_argument("--tag", action="append", metavar="KEY=VALUE", help="only runs with this tag (repeat for several)")
+    parser.add_argument("--status", choices=statuses, help=status_help)
+    parser.add_argument("--tag", action=_TagFilter, metavar="KEY=VALUE", help="only runs with this tag (repeat for several)")
+
+
+class _TagFilter(argparse.Action):
+    """``--tag KEY=VALUE``, repeatable: each checked with those before it as
+    argparse reads it, so that a bad one is a usage error (exit 2)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, value: Any, option: str | None = None) -> None:
+        texts = [*(getattr(namespace, self.dest, None) or ()), str(value)]
+        try:
+            bulk.parse_tags(texts)
+        except RedflowError as exc:
+            raise argparse.ArgumentError(self, str(exc)) from None
+        setattr(namespace, self.dest, texts)
 
 
 def add_list_options(parser: argparse.ArgumentParser) -> None:
@@ -78,10 +92,11 @@ def add_list_options(parser: argparse.ArgumentParser) -> None:
 
 def add_bulk_options(parser: argparse.ArgumentParser, action: str) -> None:
     """``runs retry|cancel`` take a run id, or ``--all`` with filters."""
-    allowed = " or ".join(RETRYABLE if action == "retry" else CANCELABLE)
+    statuses = RETRYABLE if action == "retry" else CANCELABLE
+    allowed = " or ".join(statuses)
     parser.add_argument("run_id", nargs="?", help="the run (or --all with filters)")
     parser.add_argument("--all", action="store_true", help=f"every {allowed} run matching the filters")
-    add_filter_options(parser, status_help=f"with --all: only runs in this status ({allowed}; default: all of them)")
+    add_filter_options(parser, status_help=f"with --all: only runs in this status ({allowed}; default: all of them)", statuses=statuses)
     parser.add_argument("--dry-run", action="store_true", help="with --all: only count the runs it would act on")
     parser.add_argument("--yes", action="store_true", help="with --all: do not ask for confirmation")
 
@@ -90,8 +105,8 @@ def runs_list(client: RedflowClient, args: argparse.Namespace) -> int:
     page = client.list_runs(
         workflow=args.workflow, status=args.status, tags=bulk.parse_tags(args.tag), limit=args.limit, cursor=args.cursor
     )
-    emit(args, list(page), runs_table(page) if page else "(no runs)")
-    if page.cursor:  # on stderr: stdout stays a table, or a JSON list of runs
+    emit(args, {"runs": list(page), "cursor": page.cursor}, runs_table(page) if page else "(no runs)")
+    if page.cursor and not args.json:  # on stderr: stdout stays the table
         print(f"(more may match: --cursor {page.cursor})", file=sys.stderr)
     return 0
 
@@ -100,14 +115,14 @@ def runs_action(client: RedflowClient, args: argparse.Namespace, action: str) ->
     """``runs retry|cancel``: one run by id, or ``--all`` matching the filters."""
     if not args.all:
         if not args.run_id:
-            raise RedflowError(f"runs {action} needs a run id, or --all with filters")
+            raise argparse.ArgumentError(None, f"runs {action} needs a run id, or --all with filters")
         if args.workflow or args.status or args.tag or args.dry_run:
-            raise RedflowError("--workflow, --status, --tag and --dry-run go with --all")
+            raise argparse.ArgumentError(None, "--workflow, --status, --tag and --dry-run go with --all")
         result: ActionResult = retry_run(client, args.run_id) if action == "retry" else cancel_run(client, args.run_id, args.reason)
         emit(args, result, f"{result.run_id}: {result.message}")
         return 0 if result.ok else 1
     if args.run_id:
-        raise RedflowError("give a run id or --all, not both")
+        raise argparse.ArgumentError(None, "give a run id or --all, not both")
     filters = Filters(args.workflow, args.status, bulk.parse_tags(args.tag))
     count = bulk.count_for(client, action, filters)
     if args.dry_run or count == 0:
@@ -123,7 +138,7 @@ def runs_action(client: RedflowClient, args: argparse.Namespace, action: str) ->
 
 def _confirm(question: str) -> bool:
     if not sys.stdin.isatty():
-        raise RedflowError("standard input is not a terminal: add --yes to confirm, or --dry-run to count")
+        raise argparse.ArgumentError(None, "standard input is not a terminal: add --yes to confirm, or --dry-run to count")
     print(question, end="", file=sys.stderr, flush=True)  # stdout stays the result's (--json)
     return sys.stdin.readline().strip().lower() in ("y", "yes")
 

@@ -9,7 +9,8 @@ from typing import Any
 
 from redflow.client import RedflowClient
 from redflow.core.keys import RUN_STATUSES
-from redflow.ops.cli.common import command, common_options, emit, positive_int
+from redflow.ops.cli.common import command, common_options, emit
+from redflow.ops.cli.values import argument_type, positive_int
 from redflow.ops.format import fmt_error, fmt_optional_s, fmt_rate, format_table
 from redflow.ops.views.stats import DEFAULT_MAX_RUNS, parse_window, workflow_stats
 
@@ -32,10 +33,16 @@ def _stats(client: RedflowClient, args: argparse.Namespace) -> int:
     return 0
 
 
+def _window(text: str) -> str:
+    parse_window(text)  # refused as argparse reads it (exit 2), kept as typed for the report
+    return text
+
+
 def register(subparsers: Any) -> None:
     """Add ``stats`` (see ``redflow.ops.cli.parser.COMMAND_MODULES``)."""
     parser = subparsers.add_parser("stats", parents=[common_options()], help="per-workflow counts, success rate and duration percentiles")
-    parser.add_argument("--window", default="1h", help="runs created in the last 30m, 1h, 24h, 7d ... (default 1h)")
+    parser.add_argument("--window", type=argument_type(_window), default="1h",
+                        help="runs created in the last 30m, 1h, 24h, 7d ... (default 1h)")  # fmt: skip
     parser.add_argument("--workflow", default=None, help="only this workflow")
     parser.add_argument("--max-runs", type=positive_int, default=DEFAULT_MAX_RUNS,
                         help=f"read at most this many of the newest runs per workflow (default {DEFAULT_MAX_RUNS:,})")  # fmt: skip

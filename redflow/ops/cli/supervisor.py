@@ -44,6 +44,7 @@ from gevent import subprocess
 from gevent.event import Event
 
 from redflow.core.errors import RedflowError
+from redflow.ops.cli.values import usage_error
 
 log = logging.getLogger("redflow.supervisor")
 
@@ -74,21 +75,19 @@ def child_commands(argv: Sequence[str], processes: int, metrics_port: str | None
     try:  # an optional dependency (prometheus_client): imported only when asked for
         from redflow.ops.observe.metrics import parse_listen
     except ImportError as exc:
-        raise SystemExit(f"--metrics-port: {exc}") from None
+        usage_error(f"--metrics-port: {exc}")
     try:
         host, port = parse_listen(metrics_port)
     except RedflowError as exc:  # a bad address
-        raise SystemExit(f"--metrics-port: {exc}") from None
+        usage_error(f"--metrics-port: {exc}")
     if port and port + processes - 1 > 65535:
-        raise SystemExit(f"--metrics-port: {processes} processes need ports {port}..{port + processes - 1}, past 65535")
+        usage_error(f"--metrics-port: {processes} processes need ports {port}..{port + processes - 1}, past 65535")
     shown_host = f"[{host}]" if ":" in host else host
     return [[*base, "--metrics-port", f"{shown_host}:{port + index if port else 0}"] for index in range(processes)]
 
 
 def supervise(args: argparse.Namespace) -> int:
-    """``worker --processes N`` with N other than 1 (the CLI runs one worker in-process for 1)."""
-    if args.processes < 1:
-        raise SystemExit(f"--processes must be >= 1, got {args.processes}")
+    """``worker --processes N`` with N > 1 (the CLI runs one worker in-process for 1)."""
     return Supervisor(child_commands(args.argv, args.processes, args.metrics_port)).run()
 
 

@@ -23,6 +23,7 @@ from redis.exceptions import RedisClusterException, RedisError
 
 from redflow.core.errors import RedflowError
 from redflow.ops.cli.supervisor import supervise
+from redflow.ops.cli.values import EXIT_USAGE, non_negative_float, positive_int
 from redflow.registry import Registry, get_default_registry
 from redflow.store.connection import redacted_url, resolve_url
 
@@ -70,7 +71,7 @@ def _file_hint(app: str) -> str:
 def startup_error(message: str) -> NoReturn:
     """One log line a user can act on, then exit status 2 (as for a bad option)."""
     log.error("%s", message)
-    raise SystemExit(2)
+    raise SystemExit(EXIT_USAGE)
 
 
 def _require_workflows(registry: Registry, app: str | None) -> None:
@@ -121,10 +122,13 @@ def _worker(args: argparse.Namespace) -> int:
     metrics = None
     if args.metrics_port is not None:  # a bad option first, as argparse would
         try:  # an optional dependency (prometheus_client): imported only when asked for
-            from redflow.ops.observe.metrics import metrics_for_cli
+            from redflow.ops.observe.metrics import start_metrics_server
         except ImportError as exc:
             startup_error(f"--metrics-port: {exc}")
-        metrics = metrics_for_cli(args.metrics_port)
+        try:
+            metrics = start_metrics_server(args.metrics_port)
+        except RedflowError as exc:  # a bad address, a port in use
+            startup_error(f"--metrics-port: {exc}")
     registry = load_registry(args.app)
     _require_workflows(registry, args.app)
     # The handlers go in before the worker starts: a signal while it starts (or
@@ -166,30 +170,20 @@ def register(sub: Any) -> None:
     """Add ``worker`` (the command :func:`redflow.ops.cli.parser.build_parser` adds first)."""
     worker = sub.add_parser("worker", help="run a worker", description="Run a worker: claim runs of the -A workflows and run them.")
     worker.add_argument("-A", "--app", help="module (or module:registry) whose workflows to run")
-    worker.add_argument("-c", "--concurrency", type=int, default=10, help="greenlet consumer slots (default 10)")
+    worker.add_argument("-c", "--concurrency", type=positive_int, default=10, help="greenlet consumer slots (default 10)")
     worker.add_argument("-Q", "--queues", help="comma-separated queues (default: those of the workflows)")
     worker.add_argument("--redis-url", default=None, help="default: $REDIS_URL or redis://127.0.0.1:6379/0")
     worker.add_argument("--cluster", action="store_true", help="the URL names a Redis Cluster node (as redis+cluster:// URLs do)")
     worker.add_argument("--prefix", default=None, help="key prefix (default: $REDFLOW_PREFIX or redflow:v1)")
     worker.add_argument("--lease-ms", type=int, default=5000, help="run lease; renewed every half of it (default 5000)")
-    worker.add_argument("--processes", type=int, default=1, help="worker processes under one supervisor (default 1: no supervisor)")
+    worker.add_argument("--processes", type=positive_int, default=1, help="worker processes under a supervisor (default 1: no supervisor)")
     worker.add_argument("--grace", type=float, default=30.0, help="seconds a graceful stop waits for runs in flight (default 30)")
     worker.add_argument(
         "--start-timeout",
-        type=_non_negative_seconds,
+        type=non_negative_float,
         default=None,
         metavar="SECONDS",
         help="how long to wait for a Redis that is down, loading or full at start (default: keep trying)",
     )
     worker.add_argument("--metrics-port", default=None, metavar="[HOST:]PORT", help="serve Prometheus metrics (host default 127.0.0.1)")
     worker.set_defaults(func=_worker)
-
-
-def _non_negative_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not value >= 0:  # also refuses nan
-        raise argparse.ArgumentTypeError(f"must be >= 0 seconds: {text!r}")
-    return value

@@ -9,6 +9,9 @@ deploy) keeps a paused trigger off the schedule. Resuming puts it back at
 its next due time from now: the fires it missed are not made up in a burst.
 Triggering starts one run now with the trigger's input, paused or not.
 Other clients' schedulers (TypeScript, asyncio) do not know the paused key.
+
+The stored ids are hashes (DATA_MODEL.md, "Cron ids"); :func:`resolve` lets
+an operator name a trigger by its workflow instead, when that has only one.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from redflow.core import codec, cron
 from redflow.core.errors import RedflowError
 from redflow.core.idempotency import cron_trigger_idempotency_key
 from redflow.core.models import CronDef
+from redflow.ops.views.crons import cron_entries
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +42,21 @@ def _definition(client: RedflowClient, cron_id: str) -> CronDef:
     if raw is None:
         raise RedflowError(f"no cron trigger {cron_id!r} (see `redflow-gevent cron list`)")
     return CronDef.from_json(str(raw))
+
+
+def resolve(client: RedflowClient, target: str) -> str:
+    """The cron id ``target`` names: a stored id (as ``cron list`` shows it), or the
+    name of a workflow that has exactly one cron trigger."""
+    entries = cron_entries(client)
+    if any(entry.id == target for entry in entries):
+        return target
+    of_workflow = [entry for entry in entries if entry.workflow == target and entry.error is None]
+    if len(of_workflow) == 1:
+        return of_workflow[0].id
+    if of_workflow:
+        ids = ", ".join(f"{entry.id} ({entry.expression})" for entry in of_workflow)
+        raise RedflowError(f"workflow {target!r} has {len(of_workflow)} cron triggers: {ids}; name one by its id")
+    raise RedflowError(f"no cron trigger {target!r}: no such cron id, nor a workflow with a cron trigger (see `redflow-gevent cron list`)")
 
 
 def paused_ids(client: RedflowClient) -> dict[str, float]:

@@ -25,9 +25,9 @@ from redflow.core.tags import MAX_TAGS
 from redflow.ops.control import bulk, cron
 from redflow.ops.control.bulk import Filters
 from redflow.ops.dashboard.access import ACTIONS_OFF, authorize
-from redflow.ops.dashboard.markup import badge, h, run_link, table
+from redflow.ops.dashboard.markup import badge, h, run_link, table, when
 from redflow.ops.dashboard.web import HttpError, one, read_form
-from redflow.ops.format import fmt_attempt, fmt_duration, fmt_error, fmt_time
+from redflow.ops.format import fmt_attempt, fmt_duration, fmt_error
 from redflow.ops.views.crons import cron_entries
 from redflow.store.bulk import CANCELABLE, RETRYABLE
 
@@ -39,8 +39,8 @@ CRON_DONE = {"pause": "paused", "resume": "resumed", "trigger": "triggered"}
 
 
 def tags_html(tags: Mapping[str, str], base: str = "") -> str:
-    """Tags as small labels, each a link to the runs with that tag."""
-    links = (f'<a class="tag" href="{h(base)}/?{h(urlencode({"tag": f"{k}={v}"}))}">{h(k)}={h(v)}</a>' for k, v in tags.items())
+    """Tags as small labels, each a link to the runs with that tag (a narrow column may break one after its ``=``)."""
+    links = (f'<a class="tag" href="{h(base)}/?{h(urlencode({"tag": f"{k}={v}"}))}">{h(k)}=<wbr>{h(v)}</a>' for k, v in tags.items())
     return " ".join(links)
 
 
@@ -74,11 +74,12 @@ def runs_section(client: RedflowClient, actions_enabled: bool, base: str, query:
     except RedflowError as exc:  # a cursor of other filters, or a stale one
         raise HttpError("400 Bad Request", f"Cannot list: {exc}") from None
     rows = (
-        [run_link(base, r.id), h(r.workflow), badge(r.status), tags_html(r.tags, base), h(fmt_attempt(r)), h(fmt_time(r.created_at)),
-         h(fmt_duration(r.started_at, r.finished_at)), h(fmt_error(r.error) if r.status == "failed" else "")]
+        [run_link(base, r.id, short=True), h(r.workflow), badge(r.status), tags_html(r.tags, base), h(fmt_attempt(r)),
+         when(r.created_at), h(fmt_duration(r.started_at, r.finished_at)), h(fmt_error(r.error) if r.status == "failed" else "")]
         for r in page
     )  # fmt: skip
-    html = table(("run", "workflow", "status", "tags", "attempt", "created (UTC)", "duration", "error"), rows, _empty(page, cursor))
+    headers = ("run", "workflow", "status", "tags", "attempt", "created (UTC)", "duration", "error")
+    html = table(headers, rows, _empty(page, cursor), wrap=(1, 3, 5))
     nav = []
     if cursor:
         nav.append(f'<a href="{h(base)}/?{h(_query(filters, limit=limit))}">&larr; newest</a>')
@@ -135,11 +136,11 @@ def crons_section(client: RedflowClient, actions_enabled: bool, base: str) -> st
     """Cron triggers with their next times, paused ones marked, and pause / resume / trigger buttons."""
     rows = []
     for c in cron_entries(client):
-        when = '<span class="badge status-canceled">paused</span>' if c.paused_at else h(fmt_time(c.next_at))
+        next_at = '<span class="badge status-canceled">paused</span>' if c.paused_at else when(c.next_at)
         first = [h(c.workflow), f"<code>{h(c.expression)}</code>", h(c.timezone or "UTC")] if c.error is None else [
             h(c.id), f'<span class="muted">unreadable: {h(c.error)}</span>', ""]  # fmt: skip
-        rows.append([*first, when, h(c.queue if c.error is None else ""), _cron_buttons(actions_enabled, base, c.id, bool(c.paused_at))])
-    return table(("workflow", "expression", "timezone", "next (UTC)", "queue", ""), rows, "No cron triggers.")
+        rows.append([*first, next_at, h(c.queue if c.error is None else ""), _cron_buttons(actions_enabled, base, c.id, bool(c.paused_at))])
+    return table(("workflow", "expression", "timezone", "next (UTC)", "queue", ""), rows, "No cron triggers.", wrap=(0, 2, 3))
 
 
 def _cron_buttons(actions_enabled: bool, base: str, cron_id: str, paused: bool) -> str:

@@ -14,7 +14,7 @@ from redflow.client import RedflowClient
 from redflow.core.keys import RUN_STATUSES
 from redflow.core.models import Run, Step
 from redflow.ops.dashboard.charts import Bar, timeline
-from redflow.ops.dashboard.markup import badge, error_html, h, options, pretty, run_link, switch, table
+from redflow.ops.dashboard.markup import badge, error_html, h, options, pretty, run_link, short_text, switch, table, when
 from redflow.ops.dashboard.operations import crons_section, runs_section, tags_html
 from redflow.ops.dashboard.series import CHART_NAMES, render_charts
 from redflow.ops.dashboard.web import HttpError, one
@@ -107,16 +107,16 @@ class Pages:
         rows = []
         for view in list_workers(self.client):
             r = view.record
-            running = " ".join(run_link(base, run_id) for run_id, _ in r.running[:RUNNING_SHOWN])
+            running = " ".join(run_link(base, run_id, short=True) for run_id, _ in r.running[:RUNNING_SHOWN])
             more = r.busy - min(len(r.running), RUNNING_SHOWN)
             rows.append([
                 f'<span class="badge worker-{h(view.state)}">{h(view.state)}</span>', short_id(r.id),
                 h(r.host), h(r.pid), h(", ".join(r.queues)), f"{h(r.busy)} / {h(r.slots)}", h(r.done),
-                h(fmt_time(r.started_at)), h(fmt_seconds(view.seen_s_ago)) + " ago",
+                when(r.started_at), h(fmt_seconds(view.seen_s_ago)) + " ago",
                 running + (f' <span class="muted">+{h(more)}</span>' if more > 0 else ""),
             ])  # fmt: skip
         headers = ("state", "worker", "host", "pid", "queues", "busy", "done", "started (UTC)", "last beat", "running")
-        return table(headers, rows, "No workers: none has beaten in the last few minutes.", numeric=(3, 5, 6))
+        return table(headers, rows, "No workers: none has beaten in the last few minutes.", numeric=(3, 5, 6), wrap=(4, 7, 8))
 
     # -- workflows --------------------------------------------------------------
     def workflows(self, base: str, query: dict[str, list[str]]) -> str:
@@ -128,7 +128,7 @@ class Pages:
             [f'<a href="{h(base)}/?workflow={h(s.workflow)}">{h(s.workflow)}</a>{"*" if s.partial else ""}', h(f"{s.runs:,}"),
              *(h(s.counts[st]) if s.counts[st] else '<span class="muted">0</span>' for st in RUN_STATUSES),
              h(fmt_rate(s.success_rate)), h(fmt_optional_s(s.p50_s)), h(fmt_optional_s(s.p95_s)),
-             f'{run_link(base, s.latest_error_run)}<br><span class="error-text">{h(fmt_error(s.latest_error))}</span>'
+             f'{run_link(base, s.latest_error_run, short=True)}<br><span class="error-text">{h(fmt_error(s.latest_error))}</span>'
              if s.latest_error_run else '<span class="muted">-</span>']
             for s in stats
         ]  # fmt: skip
@@ -183,7 +183,10 @@ class Pages:
         if not ids:
             return ""
         children = [child for child in (self.client.get_run(i) for i in ids[:CHILDREN_SHOWN]) if child is not None]
-        rows = ([run_link(base, c.id), h(c.workflow), badge(c.status), h(fmt_duration(c.started_at, c.finished_at))] for c in children)
+        rows = (
+            [run_link(base, c.id, short=True), h(c.workflow), badge(c.status), h(fmt_duration(c.started_at, c.finished_at))]
+            for c in children
+        )
         more = f'<p class="muted">and {len(ids) - CHILDREN_SHOWN:,} more</p>' if len(ids) > CHILDREN_SHOWN else ""
         listing = table(("run", "workflow", "status", "duration"), rows, "No children.")
         return f"<section><h2>Children ({len(ids):,})</h2>{listing}{more}</section>"
@@ -191,7 +194,8 @@ class Pages:
 
 def short_id(worker_id: str) -> str:
     """A worker id cut to its first 8 hex digits (the whole id in the tooltip)."""
-    shown = worker_id if len(worker_id) <= 16 else worker_id[:15] + "…"
+    shown = short_text(worker_id)
+    shown = shown if len(shown) <= 16 else shown[:15] + "…"
     return f'<span class="mono" title="{h(worker_id)}">{h(shown)}</span>'
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gevent.pywsgi import WSGIServer
 from redis.exceptions import RedisError
@@ -243,13 +243,3 @@ def start_metrics_server(spec: str | int, observer: MetricsObserver | None = Non
     """Bind ``spec`` (PORT or HOST:PORT) and serve a fresh (or the given) observer's metrics."""
     host, port = parse_listen(spec)
     return MetricsServer(observer or MetricsObserver(), host, port).start()
-
-
-def metrics_for_cli(spec: Any) -> MetricsServer | None:
-    """What ``--metrics-port`` starts: ``None`` without it; a clean exit message on a bad value."""
-    if spec is None:
-        return None
-    try:
-        return start_metrics_server(spec)
-    except RedflowError as exc:
-        raise SystemExit(f"--metrics-port: {exc}") from None
