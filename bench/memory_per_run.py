@@ -109,7 +109,7 @@ def cleanup_rate(n: int) -> dict[str, float]:
         settle(lambda: client.count_runs("succeeded") == n)
         worker.stop()
         gevent.sleep(1.2)
-        cleaner = RetentionCleaner(client, default=DEFAULT_RETENTION)
+        cleaner = RetentionCleaner(client.store, default=DEFAULT_RETENTION)
         calls_before = _calls(r)
         began = time.perf_counter()
         passes = 0

@@ -74,6 +74,7 @@ from redflow import Registry, create_client, define_workflow  # noqa: E402
 from redflow.bench import app as bench_app  # noqa: E402
 from redflow.bench.probe import Probe  # noqa: E402
 from redflow.store.batch import Batch  # noqa: E402
+from redflow.store.requests import SettleRequest  # noqa: E402
 from redflow.testing import free_port, redis_server_binary  # noqa: E402
 
 IN_FLIGHT = 500
@@ -160,10 +161,9 @@ def _settle_round(client, batch: Batch, in_flight: list[tuple[str, str]], now: i
     """Settle every run in flight, each claiming the next: the new runs in flight."""
     tokens = [uuid.uuid4().hex for _ in in_flight]
     for (run_id, token), next_token in zip(in_flight, tokens):
-        client.scripts.settle_run(
-            run_id=run_id, queue="default", status="succeeded", now=now, token=token, lease_ms=LEASE_MS,
-            output_json="null", next_token=next_token, check_lease=False, cleanup=False, conn=batch,
-        )  # fmt: skip
+        request = SettleRequest(run_id, "default", "succeeded", token, LEASE_MS, now, output_json="null", next_token=next_token,
+                                check_lease=False, cleanup=False)  # fmt: skip
+        client.scripts.settle_run(request, conn=batch)
     return [(settled.next.run_id, token) for settled, token in zip(batch.execute(), tokens) if settled.next]
 
 
@@ -177,7 +177,7 @@ def redflow_loop(meter: Meter, n: int) -> Count:
         now, batch = client.now_ms(), Batch(client.redis)
         tokens = [uuid.uuid4().hex for _ in range(IN_FLIGHT)]
         for token in tokens:
-            client.scripts.take_run(queue="default", token=token, lease_ms=LEASE_MS, now=now, conn=batch)
+            client.scripts.take_run(queue="default", token=token, lease_ms=LEASE_MS, now_ms=now, conn=batch)
         in_flight = _settle_round(client, batch, [(c.run_id, t) for c, t in zip(batch.execute(), tokens)], now)  # warm
         meter.begin()
         settled = 0

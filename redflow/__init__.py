@@ -10,7 +10,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from redflow.core.version import VERSION as __version__
 
 _EXPORTS = {
     # workflows
@@ -38,8 +38,8 @@ _EXPORTS = {
     "WorkerOptions": "engine.worker",
     "WorkflowContext": "engine.context",
     "OnFailureContext": "engine.context",
-    "RunInfo": "engine.context",
-    "CancelSignal": "engine.context",
+    "RunInfo": "engine.run_info",
+    "CancelSignal": "engine.interrupts",
     # errors
     "RedflowError": "core.errors",
     "CanceledError": "core.errors",
@@ -94,7 +94,9 @@ if TYPE_CHECKING:
     from redflow.core.flow import Concurrency, RateLimit
     from redflow.core.models import Run, Step
     from redflow.core.retention import Retention
-    from redflow.engine.context import CancelSignal, OnFailureContext, RunInfo, WorkflowContext
+    from redflow.engine.context import OnFailureContext, WorkflowContext
+    from redflow.engine.interrupts import CancelSignal
+    from redflow.engine.run_info import RunInfo
     from redflow.engine.worker import Worker, WorkerOptions, start_worker
     from redflow.handle import RunHandle
     from redflow.registry import CronTrigger, Registry, Workflow, define_workflow, get_default_registry

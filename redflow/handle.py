@@ -1,57 +1,24 @@
-"""What ``client.run`` returns, and what a waiter reads of a run."""
+"""What ``client.run`` returns: a started run, and ways to wait for it or look at it."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from redflow.core import codec
-from redflow.core.errors import CanceledError, RedflowError, RunFailedError, RunNotFoundError
-from redflow.core.keys import TERMINAL_STATUSES
-from redflow.core.models import Run, RunField, Step
-
-if TYPE_CHECKING:
-    from redflow.client import RedflowClient
+from redflow.core.errors import RunNotFoundError
+from redflow.core.models import Run, Step
+from redflow.core.run_state import RunState
 
 
-#: The run fields a :class:`RunState` is read from, in order.
-STATE_FIELDS = (RunField.STATUS, RunField.OUTPUT_JSON, RunField.ERROR_JSON, RunField.CANCEL_REASON, RunField.QUEUE)
+class RunReader(Protocol):
+    """What a handle asks of its client (a ``RedflowClient``), by the run's id."""
 
-
-@dataclass(frozen=True, slots=True)
-class RunState:
-    """The fields a waiter needs: status and outcome (one HMGET)."""
-
-    run_id: str
-    status: str
-    queue: str
-    output_json: str | None
-    error_json: str | None
-    cancel_reason: str | None
-
-    @classmethod
-    def from_reply(cls, run_id: str, reply: Sequence[str | None]) -> RunState | None:
-        """The state of the :data:`STATE_FIELDS` values read of a run; None when it has no status (no such run)."""
-        status, output_json, error_json, cancel_reason, queue = reply
-        if status is None:
-            return None
-        return cls(run_id, status, queue or "default", output_json, error_json, cancel_reason or None)
-
-    @property
-    def is_terminal(self) -> bool:
-        return self.status in TERMINAL_STATUSES
-
-    def outcome(self) -> Any:
-        """The output of a finished run, or the error its end means."""
-        if self.status == "succeeded":
-            return codec.loads(self.output_json, what=f"run {self.run_id} outputJson") if self.output_json else None
-        if self.status == "failed":
-            error = codec.try_loads(self.error_json)
-            raise RunFailedError(self.run_id, error if isinstance(error, dict) else None)
-        if self.status == "canceled":
-            raise CanceledError(f"Run canceled: {self.cancel_reason}" if self.cancel_reason else "Run canceled")
-        raise RedflowError(f"run {self.run_id} has not finished (status {self.status!r})")
+    def wait_for(self, run_id: str, *, timeout: float = 30.0, assist: Any = None) -> RunState: ...
+    def read_state(self, run_id: str, *, watch: bool = False) -> RunState | None: ...
+    def get_run(self, run_id: str) -> Run | None: ...
+    def get_steps(self, run_id: str) -> list[Step]: ...
+    def cancel(self, run_id: str, reason: str | None = None) -> bool: ...
+    def retry(self, run_id: str) -> bool: ...
+    def get_progress(self, run_id: str) -> Any: ...
 
 
 class RunHandle:
@@ -59,7 +26,7 @@ class RunHandle:
 
     __slots__ = ("id", "client")
 
-    def __init__(self, client: RedflowClient, run_id: str) -> None:
+    def __init__(self, client: RunReader, run_id: str) -> None:
         self.client = client
         self.id = run_id
 

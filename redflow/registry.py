@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import builtins
-import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from redflow import cron
+from redflow.core import cron
 from redflow.core.errors import InputValidationError, RedflowError
 from redflow.core.flow import Concurrency, FlowControl, RateLimit
 from redflow.core.retention import DEFAULT_RETENTION, Retention, RetentionSpec, retention_of
+from redflow.core.workflow_def import Registry, get_default_registry
+
+__all__ = ["CronTrigger", "Registry", "Workflow", "define_workflow", "get_default_registry", "validate_input"]
 
 if TYPE_CHECKING:
     from redflow.client import RedflowClient
@@ -112,8 +113,9 @@ class Workflow:
     def run(self, input: Any = None, *, client: RedflowClient | None = None, **run_options: Any) -> RunHandle:
         """Start a run of this workflow (``client``: the default client if omitted)."""
         if client is None:
-            # The one upward import the API needs: the client builds on the registry
-            # (it resolves workflows by name), so the registry reaches it only here, late.
+            # Imported here, not above: ``from redflow import define_workflow`` must not import
+            # redis (the CLI patches gevent first; ``run_inline`` needs no Redis). No circle: the
+            # client reads workflows through core/workflow_def.py, never this module.
             from redflow.client import get_default_client
 
             client = get_default_client()
@@ -121,55 +123,6 @@ class Workflow:
 
     def __call__(self, ctx: WorkflowContext) -> Any:
         return self.handler(ctx)
-
-
-class Registry:
-    """Workflows by name. A worker runs the workflows of one registry."""
-
-    def __init__(self, workflows: Iterable[Workflow] = ()) -> None:
-        self._workflows: dict[str, Workflow] = {}
-        self._lock = threading.Lock()
-        for wf in workflows:
-            self.register(wf)
-
-    def register(self, workflow: Workflow) -> Workflow:
-        with self._lock:
-            existing = self._workflows.get(workflow.name)
-            if existing is not None and existing.handler is not workflow.handler:
-                raise RedflowError(f"workflow {workflow.name!r} is already defined in this registry")
-            self._workflows[workflow.name] = workflow
-        workflow.registry = self
-        return workflow
-
-    def unregister(self, name: str) -> None:
-        with self._lock:
-            self._workflows.pop(name, None)
-
-    def get(self, name: str) -> Workflow | None:
-        return self._workflows.get(name)
-
-    def list(self) -> list[Workflow]:
-        return sorted(self._workflows.values(), key=lambda wf: wf.name)
-
-    def queues(self) -> builtins.list[str]:
-        """The queues of its workflows, sorted (the worker's default queues)."""
-        return sorted({wf.queue for wf in self._workflows.values()})
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._workflows
-
-    def __iter__(self) -> Iterator[Workflow]:
-        return iter(self.list())
-
-    def __len__(self) -> int:
-        return len(self._workflows)
-
-
-_default_registry = Registry()
-
-
-def get_default_registry() -> Registry:
-    return _default_registry
 
 
 def define_workflow(
@@ -220,6 +173,7 @@ def define_workflow(
             concurrency=flow.concurrency,
             rate_limit=flow.rate_limit,
         )
-        return (registry if registry is not None else _default_registry).register(wf)
+        (registry if registry is not None else get_default_registry()).register(wf)
+        return wf
 
     return decorate

@@ -11,19 +11,25 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from redflow import cron
-from redflow.core import codec
+from redflow.core import codec, cron
 from redflow.core.errors import RedflowError
-from redflow.core.models import EventDef, WorkflowField, cron_def_json, event_def_json, retention_json
-from redflow.registry import CronTrigger, Registry, Workflow
+from redflow.core.models import (
+    EventDef,
+    WorkflowField,
+    cron_def_json,
+    cron_triggers_json,
+    event_def_json,
+    event_triggers_json,
+    retention_json,
+)
+from redflow.core.workflow_def import Registry, WorkflowDef
+from redflow.store.port import Store
 
 if TYPE_CHECKING:
     from redis.client import Pipeline
 
-    from redflow.client import RedflowClient
 
-
-def _trigger_ids(wf: Workflow) -> tuple[list[str], list[str]]:
+def _trigger_ids(wf: WorkflowDef) -> tuple[list[str], list[str]]:
     cron_ids = [cron.cron_trigger_id(wf.name, t) for t in wf.cron]
     event_ids = [cron.event_trigger_id(wf.name, e) for e in wf.events]
     for kind, ids in (("cron", cron_ids), ("event", event_ids)):
@@ -37,8 +43,8 @@ def _stored_ids(raw: str | None) -> list[str]:
     return [i for i in ids if isinstance(i, str) and i] if isinstance(ids, list) else []
 
 
-def sync_registry(client: RedflowClient, registry: Registry) -> None:
-    keys, redis = client.keys, client.redis
+def sync_registry(store: Store, registry: Registry) -> None:
+    keys, redis = store.keys, store.redis
     workflows = registry.list()
     if not workflows:
         return
@@ -51,15 +57,15 @@ def sync_registry(client: RedflowClient, registry: Registry) -> None:
         read.hmget(keys.cron_paused(), planned[wf.name][0] or ["-"])
     replies = iter(read.execute())
 
-    now = client.now_ms()
+    now_ms = store.now_ms()
     write = redis.pipeline(transaction=False)
     for wf in workflows:
         prev_cron_raw, prev_event_raw = next(replies)
         prev_defs = next(replies)
         paused = {cron_id for cron_id, at in zip(planned[wf.name][0], next(replies)) if at is not None}
         cron_ids, event_ids = planned[wf.name]
-        _sync_crons(client, write, wf, cron_ids, _stored_ids(prev_cron_raw), prev_defs, paused, now)
-        _sync_events(client, write, wf, event_ids, _stored_ids(prev_event_raw))
+        _sync_crons(store, write, wf, cron_ids, _stored_ids(prev_cron_raw), prev_defs, paused, now_ms)
+        _sync_events(store, write, wf, event_ids, _stored_ids(prev_event_raw))
         write.sadd(keys.workflows(), wf.name)
         _sync_limits(write, keys.workflow(wf.name), wf)
         write.hset(
@@ -68,10 +74,10 @@ def sync_registry(client: RedflowClient, registry: Registry) -> None:
                 WorkflowField.NAME: wf.name,
                 WorkflowField.QUEUE: wf.queue,
                 WorkflowField.MAX_ATTEMPTS: str(wf.max_attempts),
-                WorkflowField.UPDATED_AT: str(now),
-                WorkflowField.CRON_JSON: codec.dumps([_cron_json(t) for t in wf.cron]),
+                WorkflowField.UPDATED_AT: str(now_ms),
+                WorkflowField.CRON_JSON: cron_triggers_json(wf.cron),
                 WorkflowField.CRON_IDS_JSON: codec.dumps(cron_ids),
-                WorkflowField.EVENT_JSON: codec.dumps([{"name": e} for e in wf.events]),
+                WorkflowField.EVENT_JSON: event_triggers_json(wf.events),
                 WorkflowField.EVENT_IDS_JSON: codec.dumps(event_ids),
                 WorkflowField.RETENTION_JSON: retention_json(wf.retention),
             },
@@ -79,7 +85,7 @@ def sync_registry(client: RedflowClient, registry: Registry) -> None:
     write.execute()
 
 
-def _sync_limits(pipe: Pipeline, key: str, wf: Workflow) -> None:
+def _sync_limits(pipe: Pipeline, key: str, wf: WorkflowDef) -> None:
     """The workflow-wide limit as the asyncio package spells it (``maxConcurrency``),
     and what views show of the limits; a workflow without them drops both."""
     fields: dict[Any, Any] = {}  # redis-py types mapping keys invariantly
@@ -94,26 +100,17 @@ def _sync_limits(pipe: Pipeline, key: str, wf: Workflow) -> None:
         pipe.hdel(key, *stale)
 
 
-def _cron_json(trigger: CronTrigger) -> dict[str, Any]:
-    out: dict[str, Any] = {"expression": trigger.expression, "timezone": trigger.timezone}
-    if trigger.id:
-        out["id"] = trigger.id
-    if trigger.has_input:
-        out["input"] = trigger.input
-    return out
-
-
 def _sync_crons(
-    client: RedflowClient,
+    store: Store,
     pipe: Pipeline,
-    wf: Workflow,
+    wf: WorkflowDef,
     cron_ids: list[str],
     prev_ids: list[str],
     prev_defs: list[str | None],
     paused: set[str],
-    now: int,
+    now_ms: int,
 ) -> None:
-    keys = client.keys
+    keys = store.keys
     stale = [i for i in prev_ids if i not in set(cron_ids)]
     if stale:
         pipe.hdel(keys.cron_def(), *stale)
@@ -124,13 +121,13 @@ def _sync_crons(
         pipe.hset(keys.cron_def(), cron_id, definition)
         if cron_id in paused:  # paused by an operator: a deploy must not resume it (cron resume does)
             continue
-        next_at = cron.next_fire_ms(trigger.expression, trigger.timezone, now)
+        next_at = cron.next_fire_ms(trigger.expression, trigger.timezone, now_ms)
         # An unchanged trigger keeps its schedule (restarts must not reset it).
         pipe.zadd(keys.cron_next(), {cron_id: next_at}, nx=prev_def == definition)
 
 
-def _sync_events(client: RedflowClient, pipe: Pipeline, wf: Workflow, event_ids: list[str], prev_ids: list[str]) -> None:
-    keys, redis = client.keys, client.redis
+def _sync_events(store: Store, pipe: Pipeline, wf: WorkflowDef, event_ids: list[str], prev_ids: list[str]) -> None:
+    keys, redis = store.keys, store.redis
     stale = [i for i in prev_ids if i not in set(event_ids)]
     if stale:
         for raw in redis.hmget(keys.event_def(), stale):

@@ -87,7 +87,7 @@ def seed_history(client, r):
                          "error": error})  # fmt: skip
         depth = {(name, res.start_of(start), queue): int(depth * wave)
                  for name, res in tally.RESOLUTIONS.items() for queue, depth in (("default", 140), ("payments", 35))}  # fmt: skip
-        write_tallies(pipe, client, start, minute_tallies(wave), depth)
+        write_tallies(pipe, client.keys, start, minute_tallies(wave), depth)
     pipe.execute()
     write_finished_runs(r, client, runs)
 

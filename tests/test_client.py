@@ -20,8 +20,9 @@ from redflow import (
 )
 from redflow.core import clock, codec
 from redflow.core.errors import RedflowError
-from redflow.core.keys import event_run_idempotency_key
+from redflow.core.idempotency import event_run_idempotency_key
 from redflow.core.models import Unreadable, step_succeeded_json
+from redflow.store.requests import SettleRequest, StartRequest
 
 
 @pytest.fixture
@@ -39,18 +40,10 @@ def work_one(client, queue, *, status="succeeded", output=None, error=None):
     run_id = client.redis.lmove(k.queue_ready(queue), k.queue_processing(queue), "RIGHT", "LEFT")
     assert run_id, "nothing to claim"
     token = "lease_test"
-    reply = client.scripts.start_run(run_id=run_id, queue=queue, token=token, lease_ms=5000, now=clock.now_ms())
+    reply = client.scripts.start_run(StartRequest(run_id, queue, token, 5000, clock.now_ms()))
     assert reply.kind == "started"
-    client.scripts.settle_run(
-        lease_ms=5000,
-        run_id=run_id,
-        queue=queue,
-        status=status,
-        now=clock.now_ms(),
-        token=token,
-        output_json=codec.dumps(output),
-        error_json=codec.dumps(error) if error else "",
-    )
+    settle = SettleRequest(run_id, queue, status, token, 5000, clock.now_ms(), codec.dumps(output), codec.dumps(error) if error else "")
+    client.scripts.settle_run(settle)
     return run_id
 
 
@@ -199,14 +192,12 @@ def test_cancel_queued_scheduled_running_and_finished(client, echo, r):
     run_id = r.lmove(k.queue_ready("q1"), k.queue_processing("q1"), "RIGHT", "LEFT")
     while run_id != running.id:  # the canceled ones are still in ready; a worker skips them
         run_id = r.lmove(k.queue_ready("q1"), k.queue_processing("q1"), "RIGHT", "LEFT")
-    client.scripts.start_run(run_id=run_id, queue="q1", token="t", lease_ms=5000, now=clock.now_ms())
+    client.scripts.start_run(StartRequest(run_id, "q1", "t", 5000, clock.now_ms()))
     assert client.cancel(running.id, reason="stop") is True
     fields = r.hgetall(k.run(running.id))
     assert fields["status"] == "running" and int(fields["cancelRequestedAt"]) > 0
     # the worker's finalize turns a success into canceled when a cancel was requested
-    final = client.scripts.settle_run(
-        run_id=run_id, queue="q1", status="succeeded", now=clock.now_ms(), token="t", lease_ms=5000, output_json="1"
-    )
+    final = client.scripts.settle_run(SettleRequest(run_id, "q1", "succeeded", "t", 5000, clock.now_ms(), output_json="1"))
     assert final.status == "canceled" and final.next is None
 
     assert client.cancel(running.id) is False  # already finished

@@ -6,8 +6,7 @@ import hashlib
 import orjson
 import pytest
 
-from redflow import cron
-from redflow.core import codec
+from redflow.core import codec, cron
 from redflow.core.errors import (
     CanceledError,
     InputValidationError,
@@ -17,15 +16,13 @@ from redflow.core.errors import (
     UnknownWorkflowError,
     error_to_json,
 )
-from redflow.core.keys import (
-    Keys,
+from redflow.core.idempotency import (
     cron_fire_idempotency_key,
-    enc,
     event_run_idempotency_key,
-    scope_queue,
     step_event_idempotency_key,
     step_workflow_idempotency_key,
 )
+from redflow.core.keys import Keys, enc, scope_queue
 from redflow.core.models import step_failed_json, step_running_json, step_succeeded_json
 from redflow.registry import CronTrigger
 from redflow.store.connection import resolve_prefix

@@ -21,11 +21,11 @@ import pytest
 from helpers import wait_until
 
 from redflow import define_workflow
-from redflow.client_waits import deliver_event
 from redflow.core.models import scheduled_event_of
 from redflow.engine import parking
 from redflow.engine.parking import ScheduledEvents
 from redflow.store import event_waiters
+from redflow.store.events import deliver_scheduled
 
 ROUNDS = 4
 
@@ -57,13 +57,13 @@ def waiting_in_or_past(client, run_id, n):
 def deliveries(monkeypatch):
     """Counts the deliveries of each scheduled event (its id) by every in-process worker."""
     counts: Counter[str] = Counter()
-    real = parking.deliver_event
+    real = parking.deliver_scheduled
 
-    def counted(client, name, payload_json, *rest):
+    def counted(store, name, payload_json, *rest):
         counts[payload_json] += 1
-        return real(client, name, payload_json, *rest)
+        return real(store, name, payload_json, *rest)
 
-    monkeypatch.setattr(parking, "deliver_event", counted)
+    monkeypatch.setattr(parking, "deliver_scheduled", counted)
     return counts
 
 
@@ -75,7 +75,7 @@ def scheduled_events_by_hand(monkeypatch):
     monkeypatch.setattr(ScheduledEvents, "step", lambda self: 1.0)
 
     def play(client, claim_ms):
-        events = ScheduledEvents(client, claim_ms=claim_ms)
+        events = ScheduledEvents(client.store, claim_ms=claim_ms)
         return lambda: real(events)
 
     return play
@@ -119,7 +119,7 @@ def test_a_claim_whose_worker_died_is_delivered_by_another_after_the_claim_ends_
     # the dead worker was only frozen: it wakes and delivers its copy after all
     fired = scheduled_event_of(claim.events[0].entry)
     assert fired is not None
-    assert deliver_event(client, *fired, claim.events[0].fired_at) == []  # both waits now began after it fired
+    assert deliver_scheduled(client.store, *fired, claim.events[0].fired_at) == []  # both waits now began after it fired
     assert waiting_in(client, early.id, "w1") and waiting_in(client, late.id, "w0")
     client.emit_event("tick", {"n": 1})
     assert early.result(10) == [{"n": 0}, {"n": 1}]

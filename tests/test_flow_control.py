@@ -235,7 +235,7 @@ def test_a_limit_counts_runs_of_the_asyncio_package_in_its_counter(start, client
     wait_until(lambda: r.sismember(client.keys.limit_waiting("gated"), handle.id))
     assert handle.status() == "queued"
     r.decr(client.keys.workflow_running("gated"))  # the asyncio worker finished one...
-    FlowSweeper(client, ["default"], interval_s=0.01).step()  # ...and the sweeper's recount lets ours in
+    FlowSweeper(client.store, ["default"], interval_s=0.01).step()  # ...and the sweeper's recount lets ours in
     assert handle.result(10) == "g"
 
 
@@ -290,7 +290,7 @@ def test_the_sweeper_frees_units_of_runs_that_are_no_longer_running(start, clien
     handle = gated.run({"gate": "g"}, client=client)
     wait_until(lambda: r.sismember(client.keys.limit_waiting("gated"), handle.id))
     _open(gates, "g")
-    FlowSweeper(client, ["default"], interval_s=0.01).step()
+    FlowSweeper(client.store, ["default"], interval_s=0.01).step()
     assert handle.result(10) == "g"
     assert r.smembers(units) == set() and r.hlen(client.keys.limits_held_index()) in (0, 1)
 

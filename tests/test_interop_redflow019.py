@@ -141,7 +141,7 @@ def test_step_records_its_encoders_write_are_read_as_steps(redis_url, prefix):
         "canceled": ("canceled", 6, 3),
     }
     assert steps["succeeded"].output == {"a": 1} and steps["failed"].error == {"name": "Error", "message": "boom", "kind": "error"}
-    assert steps["sleeping"].wait is not None and steps["sleeping"].wait.wake_at == 1_700_000_060_000
+    assert steps["sleeping"].wait is not None and steps["sleeping"].wait.wake_at_ms == 1_700_000_060_000
 
 
 def test_queue_names_are_scoped_by_app_as_its_client_and_worker_scope_them(redis_url, prefix):

@@ -12,8 +12,10 @@ import redis
 from helpers import wait_until
 
 from redflow import create_client, define_workflow
+from redflow.store.catalog import FLAGS, HELPER_ORDER, LIBRARY, SCRIPTS
+from redflow.store.catalog import lua as _lua
 from redflow.store.library import Library
-from redflow.store.scripts import FLAGS, HELPER_ORDER, LIBRARY, SCRIPTS, _lua
+from redflow.store.requests import SettleRequest
 
 
 def libraries(r: redis.Redis) -> dict[str, dict]:
@@ -81,7 +83,7 @@ def test_a_full_redis_refuses_new_work_but_reads_and_settles(redis_servers, pref
     client = create_client(full.url, prefix=prefix, registry=registry)
     try:
         handle = client.run("done")
-        claim = client.scripts.take_run(queue="default", token="t", lease_ms=60_000, now=client.now_ms())
+        claim = client.scripts.take_run(queue="default", token="t", lease_ms=60_000, now_ms=client.now_ms())
         assert claim is not None and claim.run_id == handle.id
         fillers = fill(r)
         walked = client.scripts.search_runs(
@@ -89,9 +91,9 @@ def test_a_full_redis_refuses_new_work_but_reads_and_settles(redis_servers, pref
         )
         assert [run_id for run_id, _ in walked.matches] == [handle.id]  # no-writes: a full Redis runs it
         with pytest.raises(redis.exceptions.OutOfMemoryError):
-            client.scripts.take_run(queue="default", token="t2", lease_ms=60_000, now=client.now_ms())
+            client.scripts.take_run(queue="default", token="t2", lease_ms=60_000, now_ms=client.now_ms())
         settled = client.scripts.settle_run(
-            run_id=handle.id, queue="default", status="succeeded", now=client.now_ms(), token="t", lease_ms=60_000, output_json="1"
+            SettleRequest(handle.id, "default", "succeeded", "t", 60_000, client.now_ms(), output_json="1")
         )  # allow-oom: its first write is a deletion, as an EVAL script's was
         assert settled.status == "succeeded" and handle.result(1) == 1
         free(r, fillers)

@@ -16,7 +16,7 @@ from redflow.core.errors import RedflowError
 from redflow.core.flow import PRIORITY_MARKER
 from redflow.core.keys import new_id
 from redflow.engine.limits import FlowSweeper
-from redflow.store.scripts import script_source
+from redflow.store.catalog import script_source
 
 LEASE_MS = 60_000
 
@@ -33,7 +33,7 @@ def echo(registry: Registry):
 def _take_all(client) -> list[str]:
     """Claim and start every run of the default queue, in claim order (as workers would)."""
     taken = []
-    while (claim := client.scripts.take_run(queue="default", token=new_id("lease"), lease_ms=LEASE_MS, now=client.now_ms())) is not None:
+    while (claim := client.scripts.take_run(queue="default", token=new_id("lease"), lease_ms=LEASE_MS, now_ms=client.now_ms())) is not None:
         taken.append(claim.run_id)
     return taken
 
@@ -76,7 +76,7 @@ def test_delayed_and_retried_runs_keep_their_priority(start, client, registry, r
 
     later = client.run(fails, "later", priority=7, delay=0.05)
     plain = client.run(fails, "plain")
-    wait_until(lambda: client.scripts.promote_run(run_id=later.id, queue="default", now=client.now_ms()) == "promoted")
+    wait_until(lambda: client.scripts.promote_run(run_id=later.id, queue="default", now_ms=client.now_ms()) == "promoted")
     assert r.zscore(client.keys.queue_prioritized("default"), later.id) is not None
     worker = start(concurrency=1)
     wait_until(lambda: later.status() == "failed" and plain.status() == "failed")
@@ -96,7 +96,7 @@ def test_a_marker_dropped_by_a_worker_that_knows_no_priorities_is_put_back(start
     handles = [client.run(echo, i, priority=4) for i in range(3)]
     r.lrem(client.keys.queue_ready("default"), 0, PRIORITY_MARKER)  # as a foreign worker drops an entry with no run
     assert unrecoverable(r, client.keys, [h.id for h in handles]) == {}  # waiting in the zset...
-    sweeper = FlowSweeper(client, ["default"], interval_s=0.01)
+    sweeper = FlowSweeper(client.store, ["default"], interval_s=0.01)
     sweeper.step()
     assert r.lrange(client.keys.queue_ready("default"), 0, -1) == [PRIORITY_MARKER]
     sweeper.step()  # ... and only one marker, however often it looks

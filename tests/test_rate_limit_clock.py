@@ -42,7 +42,7 @@ def take(client, r, *, lag_ms: int) -> tuple[str, str, tuple[int, int]]:
     """One claim-and-start by a worker whose ``now`` lags Redis's clock by ``lag_ms``:
     (run id, "started", or "" when the run claimed was held; Redis's time before and after the call)."""
     before = server_ms(r)
-    claim = client.scripts.take_run(queue="default", token=new_id("lease"), lease_ms=LEASE_MS, now=before - lag_ms)
+    claim = client.scripts.take_run(queue="default", token=new_id("lease"), lease_ms=LEASE_MS, now_ms=before - lag_ms)
     after = server_ms(r)
     if claim is None:  # the claim found only a held run (held runs are put aside, not returned)
         return "", "", (before, after)

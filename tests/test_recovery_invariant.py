@@ -35,7 +35,8 @@ from redflow import Registry, create_client, define_workflow
 from redflow.core import codec
 from redflow.core.keys import TERMINAL_STATUSES, new_id
 from redflow.core.models import step_succeeded_json
-from redflow.store.scripts import StartReply
+from redflow.store.replies import StartReply
+from redflow.store.requests import SettleRequest, StartRequest
 
 LONG_LEASE_MS = 60_000  # leases lapse only when a test says so
 
@@ -77,7 +78,7 @@ def test_the_seven_step_interleaving_leaves_the_run_findable_and_a_worker_then_f
 
     # 1. slot A claims R and starts it
     assert _claim(r, keys) == run_id
-    assert scripts.start_run(**common, token=ta, now=client.now_ms()).kind == "started"
+    assert scripts.start_run(StartRequest(run_id, "default", ta, LONG_LEASE_MS, client.now_ms())).kind == "started"
     # 2. A is starved past its lease; the lease expires
     r.delete(lease)
     # 3. a reaper sees R in processing without a lease and moves it to ready
@@ -88,7 +89,7 @@ def test_the_seven_step_interleaving_leaves_the_run_findable_and_a_worker_then_f
     state = scripts.save_step(**common, token=ta, name="a", step_json=_step_json(client, 1, "a")).state
     assert state == "saved" and r.get(lease) == ta
     # 6. B's start finds the lease held by A: "busy", and R's processing entry stays
-    assert scripts.start_run(**common, token=tb, now=client.now_ms()).kind == "busy"
+    assert scripts.start_run(StartRequest(run_id, "default", tb, LONG_LEASE_MS, client.now_ms())).kind == "busy"
     assert r.lpos(keys.queue_processing("default"), run_id) is not None
     # 7. A goes away before settling: its lease lapses
     r.delete(lease)
@@ -103,8 +104,7 @@ def _orphan(r: redis.Redis, client) -> str:
     run_id = client.run("two-steps").id
     keys = client.keys
     assert _claim(r, keys) == run_id
-    assert client.scripts.start_run(run_id=run_id, queue="default", token=new_id("lease"), lease_ms=LONG_LEASE_MS,
-                                    now=client.now_ms()).kind == "started"  # fmt: skip
+    assert client.scripts.start_run(StartRequest(run_id, "default", new_id("lease"), LONG_LEASE_MS, client.now_ms())).kind == "started"
     r.delete(keys.run_lease(run_id))
     r.lrem(keys.queue_processing("default"), 0, run_id)
     assert unrecoverable(r, keys, [run_id]) == {run_id: "running but in neither ready nor processing"}
@@ -129,7 +129,7 @@ def test_cancel_ends_a_running_run_nobody_holds_at_once(client, r):
 def test_cancel_of_a_running_run_whose_lease_is_held_only_asks_its_worker(client, r):
     run_id = client.run("two-steps").id
     assert _claim(r, client.keys) == run_id
-    client.scripts.start_run(run_id=run_id, queue="default", token=new_id("lease"), lease_ms=LONG_LEASE_MS, now=client.now_ms())
+    client.scripts.start_run(StartRequest(run_id, "default", new_id("lease"), LONG_LEASE_MS, client.now_ms()))
     assert client.cancel(run_id) is True
     run = client.get_run(run_id)
     assert run.status == "running" and run.cancel_requested_at is not None
@@ -148,7 +148,7 @@ def test_retry_refuses_a_running_run_a_live_worker_holds_and_says_why(client, r)
 
     run_id = client.run("two-steps").id
     assert _claim(r, client.keys) == run_id
-    client.scripts.start_run(run_id=run_id, queue="default", token=new_id("lease"), lease_ms=LONG_LEASE_MS, now=client.now_ms())
+    client.scripts.start_run(StartRequest(run_id, "default", new_id("lease"), LONG_LEASE_MS, client.now_ms()))
     result = retry_run(client, run_id)
     assert result.ok is False and "a live worker holds it" in result.message
     assert r.lpos(client.keys.queue_processing("default"), run_id) == 0  # untouched
@@ -209,8 +209,7 @@ class Interleavings(RuleBasedStateMachine):
         slot = self.slots[actor]
         if slot.phase != "claimed":
             return
-        reply = self.scripts.start_run(run_id=slot.run_id, queue="default", token=slot.token, lease_ms=LONG_LEASE_MS,
-                                       now=self.client.now_ms())  # fmt: skip
+        reply = self.scripts.start_run(StartRequest(slot.run_id, "default", slot.token, LONG_LEASE_MS, self.client.now_ms()))
         self._started(slot, reply)
 
     @rule(actor=st.sampled_from(ACTORS))
@@ -220,7 +219,7 @@ class Interleavings(RuleBasedStateMachine):
         if slot.phase != "idle":
             return
         token = new_id("lease")
-        claim = self.scripts.take_run(queue="default", token=token, lease_ms=LONG_LEASE_MS, now=self.client.now_ms())
+        claim = self.scripts.take_run(queue="default", token=token, lease_ms=LONG_LEASE_MS, now_ms=self.client.now_ms())
         if claim is not None:
             slot.run_id, slot.token = claim.run_id, token
             self._started(slot, claim.start)
@@ -255,7 +254,7 @@ class Interleavings(RuleBasedStateMachine):
         renewed = self.scripts.renew_run_lease(run_id=slot.run_id, queue="default", token=slot.token, lease_ms=LONG_LEASE_MS)
         state = self.scripts.save_step(run_id=slot.run_id, queue="default", token=slot.token, name="long",
                                        step_json='{"status":"running","seq":99,"startedAt":1}', lease_ms=LONG_LEASE_MS,
-                                       marker_started_at=1).state  # fmt: skip
+                                       marker_started_at_ms=1).state  # fmt: skip
         if not renewed or state == "stale":
             self._abandon(slot, release)
 
@@ -274,9 +273,11 @@ class Interleavings(RuleBasedStateMachine):
         outcome = "canceled" if slot.phase == "canceling" else outcome
         now = self.client.now_ms()
         next_token = new_id("lease") if then_next else ""
-        settled = self.scripts.settle_run(run_id=slot.run_id, queue="default", status=outcome, now=now, token=slot.token,
-                                          lease_ms=LONG_LEASE_MS, output_json="1", error_json='{"name":"E","message":"m","kind":"error"}',
-                                          retry_at=now - 1, check_lease=check_lease, cleanup=True, next_token=next_token)  # fmt: skip
+        settled = self.scripts.settle_run(
+            SettleRequest(slot.run_id, "default", outcome, slot.token, LONG_LEASE_MS, now, output_json="1",
+                          error_json='{"name":"E","message":"m","kind":"error"}', retry_at_ms=now - 1, check_lease=check_lease,
+                          cleanup=True, next_token=next_token)
+        )  # fmt: skip
         if settled.status == "stale":
             self._abandon(slot, release=True)
         slot.forget()
@@ -315,7 +316,7 @@ class Interleavings(RuleBasedStateMachine):
     def promote(self) -> None:
         now = self.client.now_ms()
         for run_id in self.r.zrangebyscore(self.keys.queue_scheduled("default"), "-inf", now):
-            self.scripts.promote_run(run_id=run_id, queue="default", now=now)
+            self.scripts.promote_run(run_id=run_id, queue="default", now_ms=now)
 
     @rule()
     def sweep(self) -> None:

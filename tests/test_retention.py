@@ -7,8 +7,9 @@ from datetime import timedelta
 
 import gevent
 import pytest
+from doc_pages import python_blocks
 from helpers import wait_until
-from test_readme import python_blocks, run_python
+from test_docs_examples import run_script
 
 from redflow import Registry, Retention, define_workflow
 from redflow.core.errors import RedflowError, RunNotFoundError
@@ -216,7 +217,7 @@ def test_max_finished_holds_however_many_live_runs_are_the_oldest_of_the_index(s
     done = client.run_many(crowded, range(150))
     start(concurrency=20, clean_retention=False)
     wait_until(lambda: client.count_runs("succeeded") == 150, timeout=30)
-    cleaner = RetentionCleaner(client, default=DEFAULT_RETENTION)
+    cleaner = RetentionCleaner(client.store, default=DEFAULT_RETENTION)
     for _ in range(20):
         cleaner.step()
         if r.zcard(client.keys.workflow_runs("crowded")) == 600:
@@ -252,7 +253,7 @@ def test_the_cap_walk_pages_through_runs_created_in_one_ms_and_comes_round_again
 
     client.sync_registry(registry)
     ids = _synthetic_runs(client, "tied", ["scheduled"] * 70 + ["succeeded"] * 60, client.now_ms() - 5000)
-    cleaner = RetentionCleaner(client, default=DEFAULT_RETENTION, page=50)
+    cleaner = RetentionCleaner(client.store, default=DEFAULT_RETENTION, page=50)
     index = client.keys.workflow_runs("tied")
     for _ in range(20):
         cleaner.step()
@@ -337,7 +338,7 @@ def test_a_pass_reads_at_most_a_page_and_comes_back_at_once_when_more_is_due(cli
         pipe.hset(k.run(run_id), mapping=fields).zadd(k.runs_status("succeeded"), {run_id: now - 2000})
         pipe.zadd(k.runs_created(), {run_id: now - 3000}).zadd(k.workflow_runs("paged"), {run_id: now - 3000})
     pipe.execute()
-    cleaner = RetentionCleaner(client, default=DEFAULT_RETENTION, page=50)
+    cleaner = RetentionCleaner(client.store, default=DEFAULT_RETENTION, page=50)
     passes = []
     while client.redis.zcard(k.runs_status("succeeded")):
         passes.append(cleaner.step())
@@ -381,9 +382,9 @@ def test_a_stopped_worker_gives_the_lock_back(start, client, registry, r):
     assert r.get(client.keys.lock_retention()) is None
 
 
-def test_the_readme_retention_example_runs(redis_url, prefix):
-    (block,) = [b for b in python_blocks() if "retention=Retention(succeeded=3600" in b]
-    result = run_python(block, redis_url, prefix)
+def test_the_retention_guides_example_runs(redis_url, prefix):
+    (block,) = [b for b in python_blocks() if "retention=Retention(succeeded=3600" in b.code]
+    result = run_script(block.code, redis_url, prefix)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["0", "0"]
 

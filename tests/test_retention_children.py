@@ -22,6 +22,7 @@ from redflow.core.errors import RedflowError
 from redflow.core.keys import Keys
 from redflow.core.retention import DEFAULT_RETENTION
 from redflow.engine.retention import RetentionCleaner
+from redflow.store.enqueue import enqueue_children
 
 CHILDREN = 8
 NO_CLEANER = {"clean_retention": False}
@@ -88,7 +89,7 @@ def _clean_until_gone(cleaner, client, run_ids, message):
 
 def test_children_with_a_tiny_retention_stay_until_their_parent_collected_them(start, client, registry, r, prefix):
     handle, children = _parked_family(start, client, registry, r, prefix, child_retention=0.001)
-    cleaner = RetentionCleaner(client, default=DEFAULT_RETENTION)
+    cleaner = RetentionCleaner(client.store, default=DEFAULT_RETENTION)
     _steps(cleaner, 5)
     assert all(client.get_run(c) is not None for c in children), "a child was deleted while its parent waited for it"
     assert cleaner.purged == 0
@@ -134,7 +135,7 @@ def test_a_child_of_run_workflow_stays_while_its_parent_runs(start, client, regi
     (child,) = client.list_children(handle.id)
     wait_until(lambda: client.get_run(child).status == "succeeded", timeout=15)
     time.sleep(0.01)  # past the child's retention
-    cleaner = RetentionCleaner(client, default=DEFAULT_RETENTION)
+    cleaner = RetentionCleaner(client.store, default=DEFAULT_RETENTION)
     _steps(cleaner, 3)
     assert client.purge(older_than=0) == 0
     assert client.get_run(child) is not None and cleaner.purged == 0
@@ -146,7 +147,7 @@ def test_a_child_of_run_workflow_stays_while_its_parent_runs(start, client, regi
 
 def test_held_children_whose_parent_is_purged_follow_their_own_retention(start, client, registry, r, prefix):
     handle, children = _parked_family(start, client, registry, r, prefix, child_retention=0.001)
-    cleaner = RetentionCleaner(client, default=DEFAULT_RETENTION)
+    cleaner = RetentionCleaner(client.store, default=DEFAULT_RETENTION)
     _steps(cleaner, 3)
     assert r.zcard(client.keys.retention_held()) == CHILDREN - 1 and cleaner.purged == 0
     assert client.cancel(handle.id)  # the parent ends (its waiting child is canceled too) and is deleted
@@ -169,7 +170,7 @@ def test_purge_keeps_the_children_of_an_unfinished_parent(start, client, registr
 
 def test_max_finished_of_the_child_workflow_keeps_the_children_of_an_unfinished_parent(start, client, registry, r, prefix):
     handle, children = _parked_family(start, client, registry, r, prefix, child_retention=Retention(succeeded=None, max_finished=1))
-    cleaner = RetentionCleaner(client, default=DEFAULT_RETENTION)
+    cleaner = RetentionCleaner(client.store, default=DEFAULT_RETENTION)
     _steps(cleaner, 5)
     assert all(client.get_run(c) is not None for c in children) and cleaner.purged == 0
 
@@ -207,7 +208,7 @@ def test_a_child_ending_after_its_parent_was_purged_leaves_no_key_behind(start, 
 
     release.set()  # the child ends (canceled at its next step boundary) and reports to a parent that is gone
     wait_until(lambda: client.get_run(running).status == "canceled", timeout=15)
-    assert client.scripts.child_ended(child_id=running, parent_id=handle.id, parent_queue="default", now=client.now_ms()) == "gone"
+    assert client.scripts.child_ended(child_id=running, parent_id=handle.id, parent_queue="default", now_ms=client.now_ms()) == "gone"
     left = list(r.scan_iter(match=f"{prefix}:*{handle.id}*"))
     assert [key for key in left if r.ttl(key) < 0] == []  # only its children's idempotency keys, which expire
     # The parent is gone: its children follow their own retention (kept forever here, until purged).
@@ -223,7 +224,8 @@ def test_a_child_started_for_a_parent_that_is_gone_creates_no_key_of_that_parent
         return None
 
     handle = client.run(stray, None, parent_run_id="run_gone")
-    started = client.start_children(stray, [1, 2], parent_run_id="run_gone", parent_queue="default", step="fan-out")
+    requests = client.targets.children(stray, [1, 2], parent_run_id="run_gone", parent_queue="default", step="fan-out")
+    started = enqueue_children(client.store, "run_gone", requests)
     assert client.get_run(handle.id).parent_run_id == "run_gone" and len(started) == 2
     left = list(r.scan_iter(match=f"{prefix}:*run_gone*"))
     assert left and [key for key in left if r.ttl(key) < 0] == []  # the children's idempotency keys expire

@@ -14,6 +14,7 @@ from redflow import InputValidationError, NonRetryableError, define_workflow
 from redflow.core.errors import RedflowError
 from redflow.core.tags import MAX_TAGS
 from redflow.store import run_search
+from redflow.store.reads import index_queues
 
 
 @pytest.fixture
@@ -161,7 +162,7 @@ def make_mixed_runs(client, start, seed: int) -> None:
 def test_every_filter_combination_pages_through_exactly_what_a_full_scan_finds(client, flows, start, monkeypatch, intersect_max):
     make_mixed_runs(client, start, seed=18)
     monkeypatch.setattr(run_search, "INTERSECT_MAX", intersect_max)
-    created = [client.keys.runs_created(queue) for queue in client._index_queues()]  # one per queue on a cluster
+    created = [client.keys.runs_created(queue) for queue in index_queues(client.store)]  # one per queue on a cluster
     everything = [client.get_run(run_id) for key in created for run_id in client.redis.zrange(key, 0, -1)]
     assert {run.status for run in everything} == {"queued", "scheduled", "succeeded", "failed", "canceled"}
     monkeypatch.setattr(run_search, "PAGE_SKIP", 5)  # short pages: the cursor must carry the walk on

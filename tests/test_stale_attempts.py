@@ -21,6 +21,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from redflow import CanceledError, RedflowClient, define_workflow
 from redflow.core.keys import new_id
+from redflow.engine.attempt import Attempt
+from redflow.store.requests import StartRequest
 
 LEASE_MS = 1000  # the test workers' lease (WORKER_TEST_DEFAULTS)
 #: Sleeps without yielding to gevent: the whole process, lease keeper included, stands still.
@@ -63,7 +65,7 @@ def _started(client, r, registry):
 
     run_id, token = plain.run(None, client=client).id, new_id("lease")
     assert r.lmove(client.keys.queue_ready("default"), client.keys.queue_processing("default")) == run_id
-    assert client.scripts.start_run(run_id=run_id, queue="default", token=token, lease_ms=60_000, now=client.now_ms()).kind == "started"
+    assert client.scripts.start_run(StartRequest(run_id, "default", token, 60_000, client.now_ms())).kind == "started"
     return run_id, token
 
 
@@ -208,15 +210,15 @@ def cancel_then(create, client, r, run_id, *, frozen: bool):
 def start_children_late(monkeypatch, client, r, *, frozen: bool, fail: bool = False):
     """Every ``start_children`` of a worker lands just after a cancel of its parent (see
     :func:`cancel_then`); ``fail``: then raises, as Redis failing after the children were sent."""
-    original = RedflowClient.start_children
+    original = Attempt.start_children
 
-    def late(self, workflow, inputs, **options):
-        created = cancel_then(lambda: original(self, workflow, inputs, **options), client, r, options["parent_run_id"], frozen=frozen)
+    def late(self, workflow, inputs, step):
+        created = cancel_then(lambda: original(self, workflow, inputs, step), client, r, self.run_id, frozen=frozen)
         if fail:
             raise RedisConnectionError("Redis went away after the children were sent")
         return created
 
-    monkeypatch.setattr(RedflowClient, "start_children", late)
+    monkeypatch.setattr(Attempt, "start_children", late)
 
 
 @pytest.fixture
@@ -303,7 +305,7 @@ def test_canceling_a_canceled_run_again_finishes_a_cascade_its_first_canceler_di
     handle = fan.run({"count": 3}, client=client)
     wait_until(lambda: count(r, prefix, "kid") == 3 and handle.status() == "scheduled", timeout=10, message="the parent parked")
     # a client that died between marking the parent and canceling its children
-    client.scripts.cancel_run(run_id=handle.id, queue="default", now=client.now_ms(), reason="", error_json="")
+    client.scripts.cancel_run(run_id=handle.id, queue="default", now_ms=client.now_ms(), reason="", error_json="")
     assert handle.status() == "canceled"
 
     assert client.cancel(handle.id, reason="again") is False  # it was canceled already

@@ -31,7 +31,7 @@ def test_a_running_array_record_keeps_its_start_and_a_wake_time_is_a_sleep():
     running = Step.from_json("a", "[0,1,1,1700000000000]")
     assert (running.status, running.seq, running.started_at, running.wait) == ("running", 1, 1_700_000_000.0, None)
     sleeping = Step.from_json("nap", "[0,2,1,1700000000000,1700000060000]")
-    assert sleeping.wait == Wait(kind="sleep", wake_at=1_700_000_060_000)
+    assert sleeping.wait == Wait(kind="sleep", wake_at_ms=1_700_000_060_000)
 
 
 def test_an_event_wait_of_the_asyncio_package_is_a_running_step_without_a_wait_of_ours():

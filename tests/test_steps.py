@@ -8,7 +8,7 @@ from helpers import wait_until
 
 from redflow import CanceledError, RunFailedError, define_workflow
 from redflow.core import codec
-from redflow.core.keys import step_event_idempotency_key, step_workflow_idempotency_key
+from redflow.core.idempotency import step_event_idempotency_key, step_workflow_idempotency_key
 
 
 def count(r, prefix, name):
@@ -295,7 +295,7 @@ def test_emit_and_schedule_event_steps_emit_once_per_run(start, registry, client
 
 
 def _event_key(run_id, step, event):
-    from redflow.core.keys import event_run_idempotency_key
+    from redflow.core.idempotency import event_run_idempotency_key
 
     return event_run_idempotency_key(event, step_event_idempotency_key(run_id, step, event))
 

@@ -184,6 +184,30 @@ def test_inline_and_worker_runs_store_the_same_steps(start, registry, client):
     assert steps_of(client.get_steps(handle.id)) == steps_of(inline.steps)
 
 
+class Quit(BaseException):
+    """Raised by a handler: not an Exception, as KeyboardInterrupt or SystemExit."""
+
+
+def test_a_handler_raising_a_base_exception_ends_failed_inline_as_on_a_worker(start, registry, client):
+    """One decide() (engine/decide.py) serves both: the inline runner's own copy let a
+    BaseException that is not an Exception escape, where the worker fails the run."""
+    failures = []
+
+    @define_workflow("quitter", registry=registry, max_attempts=2, on_failure=lambda ctx: failures.append(type(ctx.error)))
+    def quitter(ctx):
+        ctx.step.run("before", lambda: ctx.run.attempt)
+        raise Quit(f"attempt {ctx.run.attempt}")
+
+    start()
+    handle = client.run("quitter")
+    with pytest.raises(RunFailedError, match="Quit: attempt 2"):
+        handle.result(10)
+    inline = InlineRunner(registry).run(quitter)
+    assert (inline.status, str(inline.error), inline.attempt) == ("failed", "attempt 2", 2)
+    assert client.get_run(handle.id).attempt == 2 and failures == [Quit, Quit]
+    assert steps_of(client.get_steps(handle.id)) == steps_of(inline.steps)
+
+
 def test_run_inline_needs_neither_redis_nor_gevent_patching():
     code = (
         "import sys; sys.modules['redis'] = None\n"  # importing redis would fail

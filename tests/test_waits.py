@@ -17,6 +17,7 @@ from invariants import unrecoverable
 
 from redflow import CanceledError, InputValidationError, NonRetryableError, RunFailedError, create_client, define_workflow
 from redflow.core import codec
+from redflow.store.enqueue import enqueue_children
 
 
 def count(r, prefix, name):
@@ -265,7 +266,9 @@ def test_a_retried_parent_starts_no_child_twice(start, registry, client, r, pref
     assert client.get_run(handle.id).attempt == 2
     assert len(client.list_children(handle.id)) == 5 and [count(r, prefix, f"leaf:{n}") for n in range(5)] == [1] * 5
     # Starting the children again (a parent's attempt lost before its step was stored) gives the same runs.
-    again = client.start_children("leaf", [{"n": n} for n in range(5)], parent_run_id=handle.id, parent_queue="default", step="fan-out")
+    inputs = [{"n": n} for n in range(5)]
+    requests = client.targets.children("leaf", inputs, parent_run_id=handle.id, parent_queue="default", step="fan-out")
+    again = enqueue_children(client.store, handle.id, requests)
     assert set(again) == set(client.list_children(handle.id))
 
 

@@ -22,6 +22,7 @@ from redflow.core import codec
 from redflow.core.keys import new_id
 from redflow.core.models import WAIT_CHILDREN, WAIT_EVENT, WAIT_SLEEP, Wait, step_succeeded_json, step_waiting_json
 from redflow.engine.parking import CANCELED_JSON
+from redflow.store.requests import SettleRequest
 
 LEASE_MS = 60_000
 
@@ -44,24 +45,25 @@ def running(rf, run_id: str | None = None) -> tuple[str, str, int]:
     if run_id is None:
         rf.run("w")
     token = new_id("lease")
-    claim = rf.scripts.take_run(queue="default", token=token, lease_ms=LEASE_MS, now=rf.now_ms())
+    claim = rf.scripts.take_run(queue="default", token=token, lease_ms=LEASE_MS, now_ms=rf.now_ms())
     assert claim is not None and claim.start.kind == "started", claim
     assert run_id is None or claim.run_id == run_id
     return claim.run_id, token, claim.start.attempt
 
 
 def park(rf, run_id, token, reason, step, record, wake_at, *extra):
-    return rf.scripts.settle_run(run_id=run_id, queue="default", status="parked", now=rf.now_ms(), token=token, lease_ms=LEASE_MS,
-                                 error_json=CANCELED_JSON, park=[reason, step, record, str(wake_at), *extra]).status  # fmt: skip
+    request = SettleRequest(run_id, "default", "parked", token, LEASE_MS, rf.now_ms(), error_json=CANCELED_JSON,
+                            park=[reason, step, record, str(wake_at), *extra])  # fmt: skip
+    return rf.scripts.settle_run(request).status
 
 
 def event_record(rf, seq=1, timeout_at=None):
-    return step_waiting_json(seq, rf.now_ms(), Wait(WAIT_EVENT, event="e", match={}, timeout_at=timeout_at))
+    return step_waiting_json(seq, rf.now_ms(), Wait(WAIT_EVENT, event="e", match={}, timeout_at_ms=timeout_at))
 
 
 def deliver(rf, run_id, step, record, payload):
     resolved = step_succeeded_json(1, 1, rf.now_ms(), codec.dumps(payload))
-    return rf.scripts.deliver_event(run_id=run_id, queue="default", step=step, waiting=record, resolved=resolved, now=rf.now_ms())
+    return rf.scripts.deliver_event(run_id=run_id, queue="default", step=step, waiting=record, resolved=resolved, now_ms=rf.now_ms())
 
 
 def stored(r, rf, run_id, step="wait"):
@@ -70,13 +72,13 @@ def stored(r, rf, run_id, step="wait"):
 
 def test_a_parked_run_is_scheduled_findable_and_unleased_and_resumes_as_the_same_attempt(rf, r):
     run_id, token, attempt = running(rf)
-    record = step_waiting_json(1, rf.now_ms(), Wait(WAIT_SLEEP, wake_at=rf.now_ms() - 1))
+    record = step_waiting_json(1, rf.now_ms(), Wait(WAIT_SLEEP, wake_at_ms=rf.now_ms() - 1))
     assert park(rf, run_id, token, WAIT_SLEEP, "nap", record, rf.now_ms() - 1) == "parked"
     fields = r.hgetall(rf.keys.run(run_id))
     assert fields["status"] == "scheduled" and fields["parkedFor"] == "sleep" and fields["parkedStep"] == "nap"
     assert r.exists(rf.keys.run_lease(run_id)) == 0 and stored(r, rf, run_id, "nap") == record
     assert unrecoverable(r, rf.keys, [run_id]) == {}
-    assert rf.scripts.promote_run(run_id=run_id, queue="default", now=rf.now_ms()) == "promoted"
+    assert rf.scripts.promote_run(run_id=run_id, queue="default", now_ms=rf.now_ms()) == "promoted"
     again, _, resumed_attempt = running(rf, run_id)
     assert resumed_attempt == attempt == 1
     assert not {"parkedFor", "parkedStep", "awaitingChildren"} & set(r.hgetall(rf.keys.run(run_id)))
@@ -98,7 +100,7 @@ def test_an_event_delivered_while_the_run_runs_again_wakes_it_at_its_next_park_w
     run_id, token, _ = running(rf)
     record = event_record(rf)
     assert park(rf, run_id, token, WAIT_EVENT, "wait", record, rf.now_ms() - 1) == "parked"  # its hourly look is due
-    assert rf.scripts.promote_run(run_id=run_id, queue="default", now=rf.now_ms()) == "promoted"
+    assert rf.scripts.promote_run(run_id=run_id, queue="default", now_ms=rf.now_ms()) == "promoted"
     _, token, _ = running(rf, run_id)  # the handler runs again and reaches the wait (its cache holds the waiting record)
     assert deliver(rf, run_id, "wait", record, {"n": 1}) == "delivered"
     resolved = stored(r, rf, run_id)
@@ -111,7 +113,7 @@ def test_a_timeout_that_loses_the_race_to_a_delivery_returns_the_delivered_paylo
     run_id, token, _ = running(rf)
     record = event_record(rf, timeout_at=rf.now_ms())
     assert park(rf, run_id, token, WAIT_EVENT, "wait", record, rf.now_ms() - 1) == "parked"
-    rf.scripts.promote_run(run_id=run_id, queue="default", now=rf.now_ms())
+    rf.scripts.promote_run(run_id=run_id, queue="default", now_ms=rf.now_ms())
     _, token, _ = running(rf, run_id)
     assert deliver(rf, run_id, "wait", record, {"won": True}) == "delivered"
     timed_out = step_succeeded_json(1, 1, rf.now_ms(), "null")
@@ -140,7 +142,7 @@ def children_record(rf, ids):
 
 
 def child_ended(rf, child, parent):
-    return rf.scripts.child_ended(child_id=child, parent_id=parent, parent_queue="default", now=rf.now_ms())
+    return rf.scripts.child_ended(child_id=child, parent_id=parent, parent_queue="default", now_ms=rf.now_ms())
 
 
 def test_the_last_child_to_end_wakes_its_parent_whether_others_ended_before_or_after_it_parked(rf, r):
@@ -226,10 +228,10 @@ class WaitLives(RuleBasedStateMachine):
             return
         parked, status = self.r.hmget(self.keys.run(head), "parkedFor", "status")
         token = new_id("lease")
-        claim = self.scripts.take_run(queue="default", token=token, lease_ms=LEASE_MS, now=self.client.now_ms())
+        claim = self.scripts.take_run(queue="default", token=token, lease_ms=LEASE_MS, now_ms=self.client.now_ms())
         if claim is not None and claim.start.kind == "cancel":  # a cancel is pending: the worker settles it canceled
-            self.scripts.settle_run(run_id=claim.run_id, queue="default", status="canceled", now=self.client.now_ms(), token=token,
-                                    lease_ms=LEASE_MS, error_json=CANCELED_JSON)  # fmt: skip
+            now_ms = self.client.now_ms()
+            self.scripts.settle_run(SettleRequest(claim.run_id, "default", "canceled", token, LEASE_MS, now_ms, error_json=CANCELED_JSON))
         if claim is None or claim.start.kind != "started":
             return
         if parked and status == "queued":
@@ -244,7 +246,7 @@ class WaitLives(RuleBasedStateMachine):
         if slot.run_id is None or slot.past_wait:
             return
         now = self.client.now_ms()
-        record = slot.wait or step_waiting_json(1, now, Wait(reason, wake_at=now) if reason == WAIT_SLEEP else Wait(reason))
+        record = slot.wait or step_waiting_json(1, now, Wait(reason, wake_at_ms=now) if reason == WAIT_SLEEP else Wait(reason))
         status = park(self.client, slot.run_id, slot.token, reason, "wait", record, now - 1 if due else now + LEASE_MS)
         if status in ("parked", "woken") and codec.loads(record)["wait"]["kind"] == WAIT_EVENT:
             self.waits[slot.run_id] = record
@@ -276,15 +278,14 @@ class WaitLives(RuleBasedStateMachine):
         slot = self.slots[actor]
         if slot.run_id is None or not slot.past_wait:
             return
-        self.scripts.settle_run(run_id=slot.run_id, queue="default", status="succeeded", now=self.client.now_ms(), token=slot.token,
-                                lease_ms=LEASE_MS, output_json="1")  # fmt: skip
+        self.scripts.settle_run(SettleRequest(slot.run_id, "default", "succeeded", slot.token, LEASE_MS, self.client.now_ms(), "1"))
         slot.forget()
 
     @rule(ahead=st.booleans())
     def promote(self, ahead: bool = False) -> None:
         now = self.client.now_ms() + (2 * LEASE_MS if ahead else 0)
         for run_id in self.r.zrangebyscore(self.keys.queue_scheduled("default"), "-inf", now):
-            self.scripts.promote_run(run_id=run_id, queue="default", now=now)
+            self.scripts.promote_run(run_id=run_id, queue="default", now_ms=now)
 
     @rule(actor=st.sampled_from(ACTORS))
     def crash(self, actor: str) -> None:

@@ -134,7 +134,7 @@ def test_tallies_counted_while_redis_is_down_are_flushed_when_it_is_back(prefix,
     redis_servers.append(server)
     client = create_client(server.url, prefix=prefix)
     try:
-        beat = Heartbeat(client, "worker_t", ["default"], 2, lambda: WorkerStatus(0, 0, 0, False, ()), known={"w"}.__contains__)
+        beat = Heartbeat(client.store, "worker_t", ["default"], 2, lambda: WorkerStatus(0, 0, 0, False, ()), known={"w"}.__contains__)
         ended = SimpleNamespace(kind="succeeded")
         attempt = SimpleNamespace(
             started_at=time.time() - 0.05, created_at_ms=client.now_ms() - 100, info=SimpleNamespace(workflow="w", attempt=1)

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from redflow import __version__
 from redflow.core import codec
 from redflow.core.errors import RedflowError
+from redflow.core.version import VERSION
 
 HIGHER, LOWER = "higher", "lower"
 _PERCENTILES = ("p50", "p95", "p99")
@@ -93,7 +93,7 @@ def machine() -> dict[str, Any]:
         "cpus": os.cpu_count(),
         "load_average": [round(load, 2) for load in os.getloadavg()] if hasattr(os, "getloadavg") else None,
         "python": sys.version.split()[0],
-        "redflow": __version__,
+        "redflow": VERSION,
     }
 
 

@@ -2,60 +2,65 @@
 
 ``Attempt.execute`` is the seed's ``processRun``: start (lease, load,
 queued -> running, attempt + 1, step cache: one script), run the handler in
-its own greenlet, decide one small outcome, and settle it (finalize or
-schedule a retry, leave processing, release the lease: one script).
+its own greenlet, decide one small outcome (``engine/decide.py``), and
+settle it (finalize or schedule a retry, leave processing, release the
+lease: one script). The attempt is also the host its steps work for
+(``engine/step_host.py``).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import gevent
 from redis.exceptions import RedisError
 
-from redflow.core import codec
-from redflow.core.errors import (
-    CanceledError,
-    OutputSerializationError,
-    RedflowError,
-    SerializationError,
-    UnknownWorkflowError,
-)
+from redflow.core.errors import CanceledError, RedflowError, UnknownWorkflowError
 from redflow.core.flow import parse_limits
 from redflow.core.keys import TERMINAL_STATUSES, new_id
-from redflow.core.models import RunField, int_field, max_attempts_of
-from redflow.core.retry import compute_retry_delay_ms, is_retryable
+from redflow.core.models import EventWaiter, RunField, int_field, max_attempts_of
+from redflow.core.run_state import RunState
 from redflow.core.tags import tags_of
-from redflow.engine import fence, parking
-from redflow.engine.context import (
-    CANCELED,
-    LEASE_LOST,
-    REDIS_LOST,
-    WORKER_STOPPED,
-    CancelSignal,
-    OnFailureContext,
-    RunInfo,
-    RunInterrupt,
-    WorkflowContext,
+from redflow.core.workflow_def import Registry, WorkflowDef
+from redflow.engine import parking
+from redflow.engine.claim import Claimed
+from redflow.engine.context import WorkflowContext, call_on_failure
+from redflow.engine.decide import (
+    Abandoned,
+    Canceled,
+    Failed,
+    HandlerEnd,
+    Outcome,
+    Parked,
+    Retrying,
+    Skipped,
+    Succeeded,
+    decide,
+    returned,
 )
-from redflow.engine.lease import Lease
+from redflow.engine.fence import Fence
+from redflow.engine.interrupts import CANCELED, LEASE_LOST, REDIS_LOST, CancelSignal, HandlerInterrupts, RunInterrupt
+from redflow.engine.lease import Lease, LeaseKeeper
 from redflow.engine.limits import start_admitted
 from redflow.engine.observers import AttemptReport, Observers
-from redflow.engine.step import RunningStep, StepApi, load_step_cache
-from redflow.engine.waits import ParkRequest, ParkRun
+from redflow.engine.run_info import RunInfo
+from redflow.engine.step import StepApi, load_step_cache
+from redflow.engine.step_host import RunningStep
+from redflow.store import event_waiters, reads
+from redflow.store.enqueue import enqueue_children
+from redflow.store.payloads import Payloads
+from redflow.store.port import Store
+from redflow.store.replies import StartReply
+from redflow.store.requests import SettleRequest, StartRequest
 
 if TYPE_CHECKING:
     from redflow.client import RedflowClient
-    from redflow.core.keys import Keys
-    from redflow.engine.lease import LeaseKeeper
-    from redflow.registry import Registry, Workflow
     from redflow.store.mux_connection import Connection
-    from redflow.store.scripts import Scripts, StartReply
 
 log = logging.getLogger("redflow.attempt")
 
@@ -63,95 +68,20 @@ T = TypeVar("T")
 
 #: What a reply byte that is not UTF-8 decodes to.
 _NOT_AN_ID = "\ufffd"
-
-#: Interrupts after which the attempt is left to another worker, not finalized.
-_ABANDONING = (LEASE_LOST, REDIS_LOST, WORKER_STOPPED)
-
-
-# -- outcomes: what one attempt ended in -----------------------------------
-# Per-run values are plain slotted dataclasses: a frozen one's __init__ costs
-# three times as much, on the hot path.
-
-
-@dataclass(slots=True)
-class Succeeded:
-    kind: ClassVar[str] = "succeeded"
-    output_json: str
-
-
-@dataclass(slots=True)
-class Failed:
-    kind: ClassVar[str] = "failed"
-    error: BaseException
-
-
-@dataclass(slots=True)
-class Retrying:
-    kind: ClassVar[str] = "retried"
-    error: BaseException
-    retry_at: int
-
-
-@dataclass(slots=True)
-class Canceled:
-    kind: ClassVar[str] = "canceled"
-    error: BaseException
-
-
-@dataclass(slots=True)
-class Parked:
-    """Waiting durably (sleep, event, children): the run is ``scheduled`` until its wait ends."""
-
-    kind: ClassVar[str] = "parked"
-    request: ParkRequest
-
-
-@dataclass(slots=True)
-class Abandoned:
-    """Left for another worker: the lease was lost or the worker is stopping."""
-
-    kind: ClassVar[str] = "abandoned"
-    reason: str
-
-
-@dataclass(slots=True)
-class Skipped:
-    """Nothing to run: another worker holds it, or it is gone / finished / scheduled."""
-
-    kind: ClassVar[str] = "skipped"
-    reason: str
-
-
-Outcome = Succeeded | Failed | Retrying | Canceled | Parked | Abandoned | Skipped
+#: The status a settle writes for each outcome it finalizes, schedules or parks.
+_SETTLED_AS = {Succeeded: "succeeded", Failed: "failed", Canceled: "canceled", Retrying: "scheduled", Parked: "parked"}
 
 
 def _mono_ms() -> float:
     return time.monotonic() * 1000.0
 
 
-@dataclass(slots=True)
-class Claimed:
-    """A run a slot claimed: ``start`` is its start reply when the claim started
-    it in the same call (``take_run``, or a settle's next run), None when the
-    attempt starts it (after BLMOVE, or an inline child). ``token`` is the
-    lease token it was (or will be) started under, ``lease_sent_ms`` when that
-    request was sent (monotonic): the lease cannot lapse before it + lease_ms."""
-
-    queue: str
-    run_id: str
-    token: str
-    start: StartReply | None = None
-    lease_sent_ms: float = 0.0
-    claimed_at: float = 0.0
-
-
 @dataclass
 class Runtime:
-    """What every attempt of one worker shares."""
+    """What every attempt of one worker shares: its store, and the client its handlers get (over that store)."""
 
+    store: Store
     client: RedflowClient
-    scripts: Scripts
-    keys: Keys
     registry: Registry
     queues: frozenset[str]
     lease_ms: int
@@ -170,6 +100,7 @@ class Attempt:
 
     def __init__(self, rt: Runtime, conn: Connection, claimed: Claimed, *, claim_next: bool = False) -> None:
         self.rt = rt
+        self.store = rt.store
         self.claimed = claimed
         self.claimed_at = claimed.claimed_at or time.time()
         self.started_at = 0.0
@@ -178,30 +109,28 @@ class Attempt:
         self.queue = queue = claimed.queue
         self.run_id = run_id = claimed.run_id
         self.client = rt.client
+        self.payloads: Payloads = rt.store.payloads
         self.token = claimed.token
         self.info = RunInfo(run_id, "", queue, 0, 1)
         self.signal = CancelSignal()
         self.running_steps: dict[str, RunningStep] = {}
         self.lease = Lease(run_id, queue, self.token, self.running_steps, on_stop=self._stopped, log_extra=self.log_extra)
         self.lease.renewed_at_ms = claimed.lease_sent_ms
+        self._fence: Fence | None = None  # made by the first step or child run that needs it
         #: Whether settling may claim and start the next run of the queue, and what it claimed.
         self.claim_next = claim_next
         self.next_claim: Claimed | None = None
         #: A run_workflows child: (parent id, parent queue), told when this run ends.
         self.parent_link: tuple[str, str] | None = None
-        #: Children were started and the run not read again since (engine/fence.py).
-        self.children_unchecked = False
         self._cleanup = True
-        self._greenlet: Any = None
-        self._in_handler = False
-        self._throw_pending = False
+        self._interrupts = HandlerInterrupts(self.lease)
 
     def __repr__(self) -> str:
         return f"Attempt({self.run_id}, {self.info.workflow!r}, attempt={self.info.attempt})"
 
     def now_ms(self) -> int:
         """Redis's clock (see :mod:`redflow.store.server_clock`): step and run times are stored in it."""
-        return self.client.now_ms()
+        return self.store.now_ms()
 
     def log_extra(self) -> dict[str, Any]:
         """The structured fields of every log record about this attempt."""
@@ -210,64 +139,75 @@ class Attempt:
     # -- the flow -----------------------------------------------------------
     def execute(self) -> Outcome:
         try:
-            return self._execute()
+            outcome = self._execute()
+            self._report(outcome)
+            return outcome
         finally:
             # The lease record calls back into this attempt: a reference cycle that only the
             # cyclic GC would free (a third of a busy worker's CPU). Cut it; nothing calls back now.
             self.lease.detach()
 
     def _execute(self) -> Outcome:
-        rt = self.rt
-        reply = self.claimed.start
+        """Start the run, run its handler, settle: the outcome, settled (or why there was nothing to run)."""
+        reply, refused = self._start()
         if reply is None:
-            if _NOT_AN_ID in self.run_id:  # bytes that are not UTF-8: not a run, and not removable by name
-                return self._finish(self._purge_invalid())
-            self.lease.renewed_at_ms = _mono_ms()
-            reply = rt.scripts.start_run(
-                run_id=self.run_id, queue=self.queue, token=self.token, lease_ms=rt.lease_ms, now=self.now_ms(),
-                limited=rt.limited, conn=self.conn,
-            )  # fmt: skip
-        refused = None
-        if reply.kind == "admit":  # enqueued without the limits its workflow declares
-            reply, refused = start_admitted(self, reply)
+            return self._purge_invalid()
         if reply.workflow:  # skip / cancel / held name the workflow, for reports and metrics
             self.info = RunInfo(self.run_id, reply.workflow, self.queue, 0, 1)
         if reply.kind in ("busy", "missing", "skip", "held"):
             if reply.kind == "held" and reply.detail:
-                rt.wake_promoter(int(reply.detail))  # held by the rate limit until then
-            return self._finish(Skipped(f"status {reply.status}" if reply.kind == "skip" else reply.kind))
+                self.rt.wake_promoter(int(reply.detail))  # held by the rate limit until then
+            return Skipped(f"status {reply.status}" if reply.kind == "skip" else reply.kind)
         if reply.kind == "cancel":
-            return self._finish(self.settle(Canceled(CanceledError())))
+            return self.settle(Canceled(CanceledError()))
         self.started_at = time.time()
-        raw_steps = reply.steps
         fields = reply.fields
         self._cleanup = RunField.ERROR_JSON in fields or RunField.AVAILABLE_AT in fields or RunField.OUTPUT_JSON in fields
         if RunField.NOTIFY_PARENT in fields:
             self.parent_link = (fields.get(RunField.PARENT_RUN_ID, ""), fields[RunField.NOTIFY_PARENT])
         prepared = self._prepare(fields, reply.attempt)
         if not isinstance(prepared, tuple):
-            return self._finish(self.settle(prepared))
+            return self.settle(prepared)
         workflow, input_value = prepared
         if refused is not None:  # a limit's key function failed on the input: deterministic, so no retry
-            self._on_failure(workflow, refused, input_value)
-            return self._finish(self.settle(Failed(refused)))
+            call_on_failure(workflow, refused, input_value, self.info, self.log_extra())
+            return self.settle(Failed(refused))
+        return self.settle(self._run(workflow, input_value, fields, reply.steps))
+
+    def _start(self) -> tuple[StartReply | None, Exception | None]:
+        """The start reply (None: the claimed entry is not a run id), and the error
+        of a limit's key function that refused the run's input, if any."""
+        rt, reply = self.rt, self.claimed.start
+        if reply is None:
+            if _NOT_AN_ID in self.run_id:  # bytes that are not UTF-8: not a run, and not removable by name
+                return None, None
+            self.lease.renewed_at_ms = _mono_ms()
+            reply = self.store.scripts.start_run(self._start_request(), conn=self.conn)
+        if reply.kind == "admit":  # enqueued without the limits its workflow declares
+            return start_admitted(self.store, rt.registry, self._start_request(), reply, conn=self.conn)
+        return reply, None
+
+    def _start_request(self) -> StartRequest:
+        return StartRequest(self.run_id, self.queue, self.token, self.rt.lease_ms, self.now_ms(), self.rt.limited)
+
+    def _run(self, workflow: WorkflowDef, input_value: Any, fields: dict[str, str], raw_steps: dict[str, str]) -> Outcome:
+        rt = self.rt
         if rt.observers.active:
             rt.observers.on_start(self.run_id, self.info.workflow, self.queue, self.info.attempt)
             rt.observers.on_attempt_begin(self.info, fields)
         cache, max_seq = load_step_cache(raw_steps)
         rt.keeper.track(self.lease)
         try:
-            outcome = self._run_handler(workflow, input_value, StepApi(self, cache, max_seq))
+            return self._run_handler(workflow, input_value, StepApi(self, cache, max_seq))
         finally:
             rt.keeper.untrack(self.lease)
-        return self._finish(self.settle(outcome))
 
     def _purge_invalid(self) -> Outcome:
-        removed = self.rt.scripts.purge_invalid_entries(queue=self.queue, conn=self.conn)
+        removed = self.store.scripts.purge_invalid_entries(queue=self.queue, conn=self.conn)
         log.warning("queue %r: dropped %d entry(ies) that are not run ids: %r", self.queue, len(removed), removed[:5])
         return Skipped("not a run id")
 
-    def _finish(self, outcome: Outcome) -> Outcome:
+    def _report(self, outcome: Outcome) -> None:
         rt = self.rt
         rt.observe(self, outcome)
         if rt.observers.active:
@@ -285,9 +225,8 @@ class Attempt:
                     created_at_ms=self.created_at_ms,
                 )
             )
-        return outcome
 
-    def _prepare(self, fields: dict[str, str], attempt: int) -> tuple[Workflow, Any] | Outcome:
+    def _prepare(self, fields: dict[str, str], attempt: int) -> tuple[WorkflowDef, Any] | Outcome:
         """Who runs and with what input; a Failed outcome when that cannot be known."""
         what = f"run {self.run_id}"
         name = fields.get(RunField.WORKFLOW, "")
@@ -295,7 +234,7 @@ class Attempt:
             self.created_at_ms = int_field(fields, RunField.CREATED_AT, what=what)
             int_field(fields, RunField.ATTEMPT, what=what)  # a count that is not a number is corrupt
             if RunField.LIMITS_JSON in fields:  # limits the scripts could not read fail the run here
-                parse_limits(fields[RunField.LIMITS_JSON], self.rt.keys.scope(self.queue))
+                parse_limits(fields[RunField.LIMITS_JSON], self.store.keys.scope(self.queue))
             tags = tags_of(fields.get(RunField.TAGS_JSON))
             self.info = RunInfo(self.run_id, name, self.queue, attempt, max_attempts_of(fields, what=what), tags)
         except RedflowError as exc:
@@ -304,122 +243,107 @@ class Attempt:
         if workflow is None:
             return Failed(UnknownWorkflowError(name))
         try:
-            raw = fields.get(RunField.INPUT_JSON)
-            input_value = workflow.validate(codec.loads(raw if raw not in (None, "") else "null", what=f"{what} inputJson"))
+            raw = fields.get(RunField.INPUT_JSON) or None
+            input_value = workflow.validate(self.payloads.loads(raw, what=f"{what} inputJson"))
         except Exception as exc:  # corrupt JSON or a schema's rejection: deterministic, so no retry
-            self._on_failure(workflow, exc, None)
+            call_on_failure(workflow, exc, None, self.info, self.log_extra())
             return Failed(exc)
         return workflow, input_value
 
-    def _run_handler(self, workflow: Workflow, input_value: Any, steps: StepApi) -> Outcome:
+    def _run_handler(self, workflow: WorkflowDef, input_value: Any, steps: StepApi) -> Outcome:
         """The handler runs in this (the slot's) greenlet: no greenlet per run.
         An interrupt is thrown into it only while it is inside the handler."""
         ctx = WorkflowContext(input=input_value, run=self.info, step=steps, signal=self.signal, client=self.client)
-        self._greenlet = gevent.getcurrent()
-        self._in_handler = True
+        self._interrupts.enter()
         try:
             self.raise_if_interrupted()
-            result: tuple[str, Any] = ("ok", workflow.handler(ctx))
+            value = workflow.handler(ctx)
         except RunInterrupt as exc:
-            result = ("interrupted", exc.reason)
+            end = HandlerEnd(interrupted=self.interrupted or exc.reason)
         except BaseException as exc:  # noqa: BLE001 - a handler's failure (even SystemExit), decided below
-            result = ("error", exc)
+            end = HandlerEnd(error=exc, interrupted=self.interrupted)
+        else:
+            end = returned(value, self.payloads, self.interrupted)
         finally:
-            self._in_handler = False
-        return self._decide(workflow, input_value, result)
-
-    def _decide(self, workflow: Workflow, input_value: Any, result: tuple[str, Any]) -> Outcome:
-        kind, value = result
-        if self.interrupted in _ABANDONING:
-            return Abandoned(self.interrupted)
-        if self.interrupted == CANCELED or (kind == "error" and isinstance(value, CanceledError)):
-            return Canceled(value if isinstance(value, CanceledError) else CanceledError())
-        if kind == "error" and isinstance(value, ParkRun):
-            return Parked(value.request)
-        if kind == "error":
-            if is_retryable(value) and self.info.attempt < self.info.max_attempts:
-                return Retrying(value, self.now_ms() + compute_retry_delay_ms(self.info.attempt))
-            self._on_failure(workflow, value, input_value)
-            return Failed(value)
-        try:
-            return Succeeded(codec.dumps(value, what="output"))
-        except SerializationError as exc:
-            error = OutputSerializationError(f"Workflow output is not JSON-serializable: {exc}")
-            self._on_failure(workflow, error, input_value)
-            return Failed(error)
-
-    def _on_failure(self, workflow: Workflow, error: BaseException, input_value: Any) -> None:
-        if workflow.on_failure is None:
-            return
-        try:
-            workflow.on_failure(OnFailureContext(error=error, input=input_value, run=self.info))
-        except Exception:  # on_failure must never break finalization (as in the seed)
-            log.exception("on_failure of %s raised; ignored", workflow.name, extra=self.log_extra())
+            self._interrupts.leave()
+        outcome = decide(end, self.info, workflow)
+        if isinstance(outcome, Failed):
+            call_on_failure(workflow, outcome.error, input_value, self.info, self.log_extra())
+        return outcome
 
     # -- settling ------------------------------------------------------------
     def settle(self, outcome: Outcome) -> Outcome:
         """Write the outcome: one script call (or a best-effort unlock when
         abandoned), which also claims and starts the slot's next run when it may."""
-        rt, now = self.rt, self.now_ms()
-        args: dict[str, Any]
-        match outcome:
-            case Succeeded(output_json):
-                args = {"status": "succeeded", "output_json": output_json}
-            case Failed(error):
-                args = {"status": "failed", "error_json": codec.dumps_error(error)}
-            case Canceled(error):
-                args = {"status": "canceled", "error_json": codec.dumps_error(error)}
-            case Retrying(error, retry_at):
-                args = {"status": "scheduled", "error_json": codec.dumps_error(error), "retry_at": retry_at}
-            case Parked(request):  # a cancel pending meanwhile ends it canceled, with this error
-                args = {"status": "parked", "error_json": parking.CANCELED_JSON, "park": request.settle_args()}
-            case Abandoned():
-                self._release_lease()
-                return self._abandoned(outcome)
-            case _:
-                return outcome
-        next_token = new_id("lease") if self.claim_next and not rt.stopping() else ""
-        sent_ms = _mono_ms()
-        settled = rt.scripts.settle_run(
-            run_id=self.run_id,
-            queue=self.queue,
-            now=now,
-            token=self.token,
-            lease_ms=rt.lease_ms,
-            # The hash's fence catches any redflow-gevent attempt that took the run
-            # over; the lease key is read too only when ours may have lapsed.
-            check_lease=sent_ms - self.lease.renewed_at_ms >= rt.lease_ms / 2,
-            cleanup=self._cleanup,
-            next_token=next_token,
-            index_keys=rt.keys.terminal_index_keys(self.info.workflow, self.info.tags, self.queue),
-            limited=rt.limited,
-            conn=self.conn,
-            **args,
-        )
+        if isinstance(outcome, Abandoned):
+            self._release_lease()
+            return self._abandoned(outcome)
+        status = _SETTLED_AS.get(type(outcome))
+        if status is None:
+            return outcome
+        request, sent_ms = self._settle_request(outcome, status)
+        settled = self.store.scripts.settle_run(request, conn=self.conn)
         if settled.next is not None:
-            self.next_claim = Claimed(self.queue, settled.next.run_id, next_token, settled.next.start, sent_ms, time.time())
+            self.next_claim = Claimed(self.queue, settled.next.run_id, request.next_token, settled.next.start, sent_ms, time.time())
         final = settled.status
         if final == "stale":
             self.rt.keeper.report_lost(self.lease, "its settle was refused: another worker owns the run now; not finalizing")
             return self._abandoned(Abandoned(LEASE_LOST))
         if final == "scheduled":
-            self.rt.wake_promoter(args["retry_at"])
+            self.rt.wake_promoter(request.retry_at_ms)
         elif final == "parked" and isinstance(outcome, Parked):
-            self.rt.wake_promoter(outcome.request.wake_at)
+            self.rt.wake_promoter(outcome.request.wake_at_ms)
         if (self.parent_link is not None or final == "canceled") and final in TERMINAL_STATUSES:
-            parking.after_end(self, final)  # tell a waiting parent; cancel children
+            parking.after_end(self.store, self.run_id, final, self.parent_link, self.log_extra)  # tell a waiting parent; cancel children
         if final == "canceled" and not isinstance(outcome, Canceled):
             return Canceled(CanceledError())
         return outcome
 
+    def _settle_request(self, outcome: Outcome, status: str) -> tuple[SettleRequest, float]:
+        """The settle of ``outcome``, and when it is sent (monotonic ms: a next run's lease counts from it)."""
+        rt, now_ms = self.rt, self.now_ms()
+        sent_ms = _mono_ms()
+        request = SettleRequest(
+            self.run_id,
+            self.queue,
+            status,
+            self.token,
+            rt.lease_ms,
+            now_ms,
+            # The hash's fence catches any redflow-gevent attempt that took the run
+            # over; the lease key is read too only when ours may have lapsed.
+            check_lease=sent_ms - self.lease.renewed_at_ms >= rt.lease_ms / 2,
+            cleanup=self._cleanup,
+            next_token=new_id("lease") if self.claim_next and not rt.stopping() else "",
+            index_keys=self.store.keys.terminal_index_keys(self.info.workflow, self.info.tags, self.queue),
+            limited=rt.limited,
+        )
+        match outcome:
+            case Succeeded(output_json):
+                request.output_json = output_json
+            case Failed(error) | Canceled(error):
+                request.error_json = self.payloads.dumps_error(error)
+            case Retrying(error, delay_ms):
+                request.error_json, request.retry_at_ms = self.payloads.dumps_error(error), now_ms + delay_ms
+            case Parked(park):  # a cancel pending meanwhile ends it canceled, with this error
+                request.error_json, request.park = parking.CANCELED_JSON, park.settle_args()
+        return request, sent_ms
+
     def _abandoned(self, outcome: Abandoned) -> Abandoned:
-        if self.children_unchecked:  # stopped between starting children and reading the run again
-            fence.cancel_if_canceled(self)
+        if self._fence is not None:
+            self._fence.cancel_if_canceled()  # stopped between starting children and reading the run again
         return outcome
+
+    @property
+    def fence(self) -> Fence:
+        """The ownership checks of this attempt (engine/fence.py)."""
+        if self._fence is None:
+            self._fence = Fence(self.store, self.conn, self.lease, self.rt.keeper, self.rt.lease_ms)
+        return self._fence
 
     def _release_lease(self) -> None:
         try:
-            self.rt.scripts.release_run_lease(run_id=self.run_id, queue=self.queue, token=self.token, conn=self.conn)
+            self.store.scripts.release_run_lease(run_id=self.run_id, queue=self.queue, token=self.token, conn=self.conn)
         except Exception as exc:  # the lease expires by itself; unlocking only speeds recovery up
             log.info("run %s: could not release its lease (%s)", self.run_id, exc)
 
@@ -435,43 +359,26 @@ class Attempt:
         self.lease.stop(reason)
 
     def _stopped(self, reason: str) -> None:
-        # The lease record's callback: set the signal and throw an interrupt
-        # into the greenlet running the handler.
+        # The lease record's callback: set the signal and interrupt the handler.
         self.signal.set(reason)
-        if self._in_handler and not self._throw_pending and self._greenlet is not gevent.getcurrent():
-            self._throw_pending = True
-            gevent.get_hub().loop.run_callback(self._throw)
-
-    def _throw(self) -> None:
-        # Runs in the hub, so the handler's greenlet is suspended: if it is
-        # still inside the handler, the interrupt lands there, as a
-        # gevent.Timeout would; if it has moved on (settling), nothing happens.
-        self._throw_pending = False
-        glet = self._greenlet
-        if self._in_handler and glet is not None and not glet.dead:
-            glet.throw(RunInterrupt(self.interrupted or CANCELED))
+        self._interrupts.throw_soon()
 
     def raise_if_interrupted(self) -> None:
-        if self.interrupted is not None:
-            raise RunInterrupt(self.interrupted)
+        if self.lease.stopped is not None:
+            raise RunInterrupt(self.lease.stopped)
 
-    @contextmanager
-    def interrupts_held(self) -> Iterator[None]:
+    def interrupts_held(self) -> AbstractContextManager[None]:
         """Nothing is thrown into the handler inside: a stop meanwhile is raised at the end."""
-        held, self._in_handler = self._in_handler, False
-        try:
-            yield
-        finally:
-            self._in_handler = held
-        self.raise_if_interrupted()
+        return self._interrupts.held()
 
+    # -- what its steps ask of it (engine/step_host.py) -------------------------
     def confirm_owner(self) -> None:
         """Before a new step: an attempt whose lease may have lapsed confirms it still owns its run."""
-        fence.confirm_before_step(self)
+        self.fence.confirm_before_step()
 
     def fence_children(self, create: Callable[[], T]) -> T:
         """Start child runs with ``create`` so that none outlives a cancel of this run (engine/fence.py)."""
-        return fence.start_children(self, create)
+        return self.fence.start_children(create, self.interrupts_held)
 
     def save_step(self, name: str, step_json: str, expected: str = "") -> str | None:
         """Record a step, fenced by the lease; a pending cancel stops the run here.
@@ -479,13 +386,20 @@ class Attempt:
         attempt is abandoned (recovered later), not failed. ``expected``: write
         only over that record; if the step holds another, it is returned."""
         try:
-            saved = self.rt.scripts.save_step(
-                run_id=self.run_id, queue=self.queue, token=self.token, name=name, step_json=step_json,
-                lease_ms=self.rt.lease_ms, expected=expected, conn=self.conn,
-            )  # fmt: skip
+            saved = self.store.scripts.save_step(
+                run_id=self.run_id,
+                queue=self.queue,
+                token=self.token,
+                name=name,
+                step_json=step_json,
+                lease_ms=self.rt.lease_ms,
+                expected=expected,
+                conn=self.conn,
+            )
         except RedisError as exc:
-            log.warning("run %s: could not record step %r (%s); leaving the run to be recovered", self.run_id, name, exc,
-                        extra=self.log_extra())  # fmt: skip
+            log.warning(
+                "run %s: could not record step %r (%s); leaving the run to be recovered", self.run_id, name, exc, extra=self.log_extra()
+            )
             self.interrupt(REDIS_LOST)
             raise RunInterrupt(REDIS_LOST) from exc
         if saved.state == "stale":
@@ -497,7 +411,7 @@ class Attempt:
 
     def set_progress(self, value_json: str) -> None:
         """``ctx.progress``: one HSET on the run hash."""
-        self.client.redis.hset(self.rt.keys.run(self.run_id, self.queue), RunField.PROGRESS_JSON, value_json)
+        self.store.redis.hset(self.store.keys.run(self.run_id, self.queue), RunField.PROGRESS_JSON, value_json)
 
     def step_scope(self, name: str) -> AbstractContextManager[Any]:
         return self.rt.observers.step_scope(self.info, name)
@@ -507,13 +421,29 @@ class Attempt:
         if observers.active:
             observers.on_step(self.info.workflow, name, status, duration_s)
 
+    def start_children(self, workflow: WorkflowDef | str, inputs: Sequence[Any], step: str) -> list[str]:
+        """Start the children of ``step.run_workflows`` (one per input, idempotent); their ids in input order."""
+        requests = self.client.targets.children(workflow, inputs, parent_run_id=self.run_id, parent_queue=self.queue, step=step)
+        return enqueue_children(self.store, self.run_id, requests)
+
+    def read_states(self, run_ids: Sequence[str]) -> list[RunState | None]:
+        return reads.read_states(self.store, run_ids)
+
+    def register_event_wait(self, event: str, waiter: EventWaiter) -> None:
+        """Put this run, parking in ``step.wait_for_event``, in ``event``'s waiter index."""
+        event_waiters.register(self.store.scripts, event, waiter)
+
+    def forget_event_wait(self, event: str, waiter: EventWaiter) -> None:
+        """Take this run, its wait ended, out of ``event``'s waiter index (unless it waits again)."""
+        event_waiters.forget(self.store.scripts, event, waiter)
+
     # -- child runs ------------------------------------------------------------
     def run_child_inline(self, queue: str, child_id: str) -> bool:
         """Run a still-queued child here when this worker serves its queue (the
         seed's inline assist). The child runs in its own greenlet, so that an
         interrupt of this run does not cut the child's attempt short."""
         rt = self.rt
-        if queue not in rt.queues or not rt.scripts.claim_queued_run_for_inline(run_id=child_id, queue=queue, conn=self.conn):
+        if queue not in rt.queues or not self.store.scripts.claim_queued_run_for_inline(run_id=child_id, queue=queue, conn=self.conn):
             return False
         rt.spawn_attempt(Attempt(rt, self.conn, Claimed(queue, child_id, new_id("lease")))).join()
         return True

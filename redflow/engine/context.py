@@ -1,80 +1,23 @@
-"""What a handler sees: ``ctx.input``, ``ctx.run``, ``ctx.step``, ``ctx.signal``."""
+"""What a handler sees: ``ctx.input``, ``ctx.run``, ``ctx.step``, ``ctx.signal`` (``engine/interrupts.py``)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gevent.event import Event
+from redflow.engine.interrupts import CancelSignal
+from redflow.engine.run_info import RunInfo
 
-from redflow.core.tags import NO_TAGS
+__all__ = ["CancelSignal", "OnFailureContext", "RunInfo", "WorkflowContext"]
 
 if TYPE_CHECKING:
     from redflow.client import RedflowClient
+    from redflow.core.workflow_def import WorkflowDef
     from redflow.engine.step import StepApi
 
-
-#: Why an attempt was stopped (``RunInterrupt.reason``).
-CANCELED = "canceled"
-LEASE_LOST = "lease_lost"
-REDIS_LOST = "redis_unavailable"
-WORKER_STOPPED = "worker_stopped"
-
-
-class RunInterrupt(BaseException):
-    """Thrown into the greenlet running a handler to stop it (canceled, lease
-    lost, Redis gone, worker stopping). Not an ``Exception``, so that a
-    handler's ``except Exception:`` cannot swallow it (a handler that
-    swallows ``BaseException`` keeps its slot busy). Internal to the worker."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-@dataclass(frozen=True, slots=True)
-class RunInfo:
-    """The run an attempt executes (``tags``: the run's, which its child runs inherit)."""
-
-    id: str
-    workflow: str
-    queue: str
-    attempt: int
-    max_attempts: int
-    tags: Mapping[str, str] = field(default_factory=lambda: NO_TAGS)
-
-
-class CancelSignal:
-    """Set when the run is canceled or its worker loses the run (lease lost,
-    worker stopping). Long-running code may check ``is_set()`` or ``wait()``;
-    the worker also stops the handler greenlet itself."""
-
-    __slots__ = ("_event", "reason")
-
-    def __init__(self) -> None:
-        self._event: Event | None = None  # made on first wait(): most runs never wait
-        self.reason: str | None = None
-
-    def is_set(self) -> bool:
-        return self.reason is not None
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Block until set (or ``timeout`` seconds); returns whether it is set."""
-        if self.reason is not None:
-            return True
-        if self._event is None:
-            self._event = Event()
-        return bool(self._event.wait(timeout))
-
-    def set(self, reason: str) -> None:
-        if self.reason is None:
-            self.reason = reason
-            if self._event is not None:
-                self._event.set()
-
-    def __repr__(self) -> str:
-        return f"CancelSignal(set={self.is_set()}, reason={self.reason!r})"
+log = logging.getLogger("redflow.attempt")
 
 
 @dataclass(slots=True)
@@ -100,3 +43,14 @@ class OnFailureContext:
     error: BaseException
     input: Any
     run: RunInfo
+
+
+def call_on_failure(workflow: WorkflowDef, error: BaseException, input: Any, run: RunInfo, extra: Mapping[str, Any] | None = None) -> None:
+    """Call the workflow's ``on_failure`` for a run that failed for good. What it
+    raises is logged and ignored: it must never change how the run ended (as in the seed)."""
+    if workflow.on_failure is None:
+        return
+    try:
+        workflow.on_failure(OnFailureContext(error=error, input=input, run=run))
+    except Exception:  # deliberately swallowed: see the docstring
+        log.exception("on_failure of %s raised; ignored", workflow.name, extra=extra)

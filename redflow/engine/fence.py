@@ -32,17 +32,19 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NoReturn, TypeVar
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import NoReturn, TypeVar
 
 from redis.exceptions import RedisError
 
-from redflow.client_waits import cancel_children
 from redflow.core.models import RunField
-from redflow.engine.context import CANCELED, REDIS_LOST, RunInterrupt
-
-if TYPE_CHECKING:
-    from redflow.engine.attempt import Attempt
-    from redflow.store.scripts import Ownership
+from redflow.engine.interrupts import CANCELED, REDIS_LOST, RunInterrupt
+from redflow.engine.lease import Lease, LeaseKeeper
+from redflow.store.children import cancel_children
+from redflow.store.port import Store
+from redflow.store.replies import Ownership
+from redflow.store.scripts import Conn
 
 log = logging.getLogger("redflow.fence")
 
@@ -58,75 +60,93 @@ def _mono_ms() -> float:
     return time.monotonic() * 1000.0
 
 
-def confirm_before_step(attempt: Attempt) -> None:
-    """A new step is about to run: if the lease may have lapsed, make sure the
-    attempt still owns its run, else stop it (raises ``RunInterrupt``)."""
-    if _mono_ms() - attempt.lease.renewed_at_ms < attempt.rt.lease_ms * STALE_AFTER:
-        return
-    _stop_unless_owned(attempt, _confirm(attempt))
+@dataclass(slots=True)
+class Fence:
+    """The ownership checks of one attempt: its lease record (run, token, when
+    last written, how to stop it), the connection it sends on, and the keeper
+    that reports a lost lease. ``children_unchecked``: children were started
+    and the run not read again since."""
 
+    store: Store
+    conn: Conn
+    lease: Lease
+    keeper: LeaseKeeper
+    lease_ms: int
+    children_unchecked: bool = False
 
-def start_children(attempt: Attempt, create: Callable[[], T]) -> T:
-    """Run ``create`` (it starts child runs of the attempt's run, each listed
-    in the run's children index before it exists), then read the run again
-    and cancel the children if it is canceled or asked to be. No interrupt
-    lands in between: the keeper's "lease lost" waits until the read is done."""
-    attempt.children_unchecked = True  # until the read below is done (see cancel_if_canceled)
-    with attempt.interrupts_held():
-        created = create()
-        seen = _confirm(attempt)
-        if seen.canceled:
-            _cancel_children(attempt)
-        attempt.children_unchecked = False
-    _stop_unless_owned(attempt, seen)
-    return created
+    def confirm_before_step(self) -> None:
+        """A new step is about to run: if the lease may have lapsed, make sure the
+        attempt still owns its run, else stop it (raises ``RunInterrupt``)."""
+        if _mono_ms() - self.lease.renewed_at_ms < self.lease_ms * STALE_AFTER:
+            return
+        self._stop_unless_owned(self._confirm())
 
+    def start_children(self, create: Callable[[], T], interrupts_held: Callable[[], AbstractContextManager[None]]) -> T:
+        """Run ``create`` (it starts child runs of the attempt's run, each listed
+        in the run's children index before it exists), then read the run again
+        and cancel the children if it is canceled or asked to be. No interrupt
+        lands in between (``interrupts_held``): the keeper's "lease lost" waits
+        until the read is done."""
+        self.children_unchecked = True  # until the read below is done (see cancel_if_canceled)
+        with interrupts_held():
+            created = create()
+            seen = self._confirm()
+            if seen.canceled:
+                self._cancel_children()
+            self.children_unchecked = False
+        self._stop_unless_owned(seen)
+        return created
 
-def cancel_if_canceled(attempt: Attempt) -> None:
-    """An abandoned attempt that started children and was stopped before it
-    read its run again: cancel them if the run is canceled or asked to be.
-    (A cancel made later reads the children index after all of them.)"""
-    run_key = attempt.rt.keys.run(attempt.run_id, attempt.queue)
-    try:
-        status, cancel_at = attempt.client.redis.hmget(run_key, [RunField.STATUS, RunField.CANCEL_REQUESTED_AT])
-        if status == "canceled" or cancel_at:
-            cancel_children(attempt.client, attempt.run_id)
-    except RedisError as exc:
-        log.warning("run %s: could not look whether the children it started must be canceled (%s)", attempt.run_id, exc,
-                    extra=attempt.log_extra())  # fmt: skip
+    def cancel_if_canceled(self) -> None:
+        """An abandoned attempt that started children and was stopped before it
+        read its run again: cancel them if the run is canceled or asked to be.
+        (A cancel made later reads the children index after all of them.)"""
+        if not self.children_unchecked:
+            return
+        lease, store = self.lease, self.store
+        try:
+            status, cancel_at = store.redis.hmget(
+                store.keys.run(lease.run_id, lease.queue), [RunField.STATUS, RunField.CANCEL_REQUESTED_AT]
+            )
+            if status == "canceled" or cancel_at:
+                cancel_children(store, lease.run_id)
+        except RedisError as exc:
+            log.warning(
+                "run %s: could not look whether the children it started must be canceled (%s)", lease.run_id, exc, extra=lease.log_extra()
+            )
 
+    def _confirm(self) -> Ownership:
+        lease, sent_ms = self.lease, _mono_ms()
+        try:
+            seen = self.store.scripts.confirm_run(
+                run_id=lease.run_id, queue=lease.queue, token=lease.token, lease_ms=self.lease_ms, conn=self.conn
+            )
+        except RedisError as exc:
+            self._redis_lost(exc)
+        if seen.owned:  # the script kept the lease for another lease_ms
+            lease.renewed_at_ms = max(lease.renewed_at_ms, sent_ms)
+        return seen
 
-def _confirm(attempt: Attempt) -> Ownership:
-    sent_ms = _mono_ms()
-    try:
-        seen = attempt.rt.scripts.confirm_run(
-            run_id=attempt.run_id, queue=attempt.queue, token=attempt.token, lease_ms=attempt.rt.lease_ms, conn=attempt.conn
+    def _cancel_children(self) -> None:
+        try:
+            cancel_children(self.store, self.lease.run_id)
+        except RedisError as exc:
+            self._redis_lost(exc)  # children_unchecked stays set: the abandoned attempt tries again
+
+    def _redis_lost(self, exc: RedisError) -> NoReturn:
+        """Redis failing here is the engine's trouble, not the handler's: abandon the attempt (as a step record does)."""
+        lease = self.lease
+        log.warning(
+            "run %s: could not confirm it still owns the run (%s); leaving it to be recovered", lease.run_id, exc, extra=lease.log_extra()
         )
-    except RedisError as exc:
-        _redis_lost(attempt, exc)
-    if seen.owned:  # the script kept the lease for another lease_ms
-        attempt.lease.renewed_at_ms = max(attempt.lease.renewed_at_ms, sent_ms)
-    return seen
+        lease.stop(REDIS_LOST)
+        raise RunInterrupt(REDIS_LOST) from exc
 
-
-def _cancel_children(attempt: Attempt) -> None:
-    try:
-        cancel_children(attempt.client, attempt.run_id)
-    except RedisError as exc:
-        _redis_lost(attempt, exc)  # children_unchecked stays set: the abandoned attempt tries again
-
-
-def _redis_lost(attempt: Attempt, exc: RedisError) -> NoReturn:
-    """Redis failing here is the engine's trouble, not the handler's: abandon the attempt (as a step record does)."""
-    log.warning("run %s: could not confirm it still owns the run (%s); leaving it to be recovered", attempt.run_id, exc,
-                extra=attempt.log_extra())  # fmt: skip
-    attempt.interrupt(REDIS_LOST)
-    raise RunInterrupt(REDIS_LOST) from exc
-
-
-def _stop_unless_owned(attempt: Attempt, seen: Ownership) -> None:
-    if seen.status == "canceled" or (seen.owned and seen.cancel_requested_at):
-        attempt.interrupt(CANCELED)
-    elif not seen.owned:
-        attempt.rt.keeper.report_lost(attempt.lease, f"it does not own the run any more (status {seen.status or 'gone'}); no further step")
-    attempt.raise_if_interrupted()
+    def _stop_unless_owned(self, seen: Ownership) -> None:
+        lease = self.lease
+        if seen.status == "canceled" or (seen.owned and seen.cancel_requested_at):
+            lease.stop(CANCELED)
+        elif not seen.owned:
+            self.keeper.report_lost(lease, f"it does not own the run any more (status {seen.status or 'gone'}); no further step")
+        if lease.stopped is not None:
+            raise RunInterrupt(lease.stopped)

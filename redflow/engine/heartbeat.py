@@ -25,11 +25,13 @@ from typing import TYPE_CHECKING, Any
 from redis.exceptions import RedisError
 
 from redflow.core import tally
+from redflow.core.keys import Keys
 from redflow.core.models import RUNNING_NAMED, WorkerRecord
+from redflow.store.port import Store
 
 if TYPE_CHECKING:
-    from redflow.client import RedflowClient
-    from redflow.engine.attempt import Attempt, Outcome
+    from redflow.engine.attempt import Attempt
+    from redflow.engine.decide import Outcome
     from redflow.engine.loops import Loop
 
 log = logging.getLogger("redflow.heartbeat")
@@ -60,7 +62,7 @@ class Heartbeat:
 
     def __init__(
         self,
-        client: RedflowClient,
+        store: Store,
         worker_id: str,
         queues: list[str],
         slots: int,
@@ -70,7 +72,7 @@ class Heartbeat:
         beat_s: float = DEFAULT_BEAT_S,
         version: str = "",
     ) -> None:
-        self.client = client
+        self.store = store
         self.id = worker_id
         self.queues = queues
         self.slots = slots
@@ -101,7 +103,7 @@ class Heartbeat:
         key = (tally.DURATION, tally.bin_of(duration_ms), workflow)
         counts[key] = counts.get(key, 0) + 1
         if attempt.info.attempt == 1 and attempt.created_at_ms:
-            waited_ms = self.client.now_ms() - duration_ms - attempt.created_at_ms
+            waited_ms = self.store.now_ms() - duration_ms - attempt.created_at_ms
             key = (tally.START, tally.bin_of(max(0.0, waited_ms)), workflow)
             counts[key] = counts.get(key, 0) + 1
 
@@ -110,29 +112,40 @@ class Heartbeat:
         status = self._status()
         self._started_at = self._started_at or now_ms / 1000.0
         return WorkerRecord(
-            id=self.id, host=self._host, pid=self._pid, version=self.version, queues=tuple(self.queues), slots=self.slots,
-            busy=status.busy, done=status.done, failed=status.failed, started_at=self._started_at, seen_at=now_ms / 1000.0,
-            beat_s=self.beat_s, stopping=status.stopping, running=status.running[:RUNNING_NAMED],
-        )  # fmt: skip
+            id=self.id,
+            host=self._host,
+            pid=self._pid,
+            version=self.version,
+            queues=tuple(self.queues),
+            slots=self.slots,
+            busy=status.busy,
+            done=status.done,
+            failed=status.failed,
+            started_at=self._started_at,
+            seen_at=now_ms / 1000.0,
+            beat_s=self.beat_s,
+            stopping=status.stopping,
+            running=status.running[:RUNNING_NAMED],
+        )
 
     def step(self) -> float:
         """Write the record, sample the queues, flush the tallies: one round trip."""
-        keys = self.client.keys
-        now = self.client.now_ms()
-        pipe = self.client.redis.pipeline(transaction=False)
-        pipe.set(keys.worker(self.id), self.record(now).to_json(), px=self._ttl_ms)
-        pipe.zadd(keys.workers(), {self.id: now})
-        pipe.zremrangebyscore(keys.workers(), "-inf", now - self._ttl_ms)
+        keys = self.store.keys
+        now_ms = self.store.now_ms()
+        pipe = self.store.pipeline()
+        pipe.set(keys.worker(self.id), self.record(now_ms).to_json(), px=self._ttl_ms)
+        pipe.zadd(keys.workers(), {self.id: now_ms})
+        pipe.zremrangebyscore(keys.workers(), "-inf", now_ms - self._ttl_ms)
         for queue in self.queues:
             pipe.llen(keys.queue_ready(queue))
         counts = self._take_counts()
         try:
-            write_tallies(pipe, self.client, now, counts, self._depth)
+            write_tallies(pipe, keys, now_ms, counts, self._depth)
             replies = pipe.execute()
         except RedisError:
             self._unsent.update(counts)  # sent again at the next beat that gets through
             raise
-        self._sample_depth(now, replies[3 : 3 + len(self.queues)])
+        self._sample_depth(now_ms, replies[3 : 3 + len(self.queues)])
         self.beats += 1
         return self.beat_s
 
@@ -155,10 +168,9 @@ class Heartbeat:
 
     def goodbye(self) -> None:
         """Flush what is left and delete the record (a graceful stop)."""
-        keys = self.client.keys
-        now = self.client.now_ms()
-        pipe = self.client.redis.pipeline(transaction=False)
-        write_tallies(pipe, self.client, now, self._take_counts(), {})
+        keys = self.store.keys
+        pipe = self.store.pipeline()
+        write_tallies(pipe, keys, self.store.now_ms(), self._take_counts(), {})
         pipe.delete(keys.worker(self.id))
         pipe.zrem(keys.workers(), self.id)
         try:
@@ -167,10 +179,9 @@ class Heartbeat:
             log.info("could not remove this worker's record (%s)", exc)
 
 
-def write_tallies(pipe: Any, client: RedflowClient, now_ms: int, counts: Counter[str], depth: dict[tuple[str, int, str], int]) -> None:
+def write_tallies(pipe: Any, keys: Keys, now_ms: int, counts: Counter[str], depth: dict[tuple[str, int, str], int]) -> None:
     """Add ``counts`` to the current bucket of every chart window and set the
     sampled depths, queued on ``pipe``; each bucket key gets its expiry."""
-    keys = client.keys
     touched: set[tuple[str, int]] = set()
     for name, resolution in tally.RESOLUTIONS.items():
         if not counts:

@@ -22,11 +22,12 @@ from gevent.event import Event
 from redis.exceptions import NoScriptError, RedisError
 
 from redflow.core.models import RunField, step_running_json
+from redflow.engine.interrupts import CANCELED, LEASE_LOST
 from redflow.engine.observers import Observers
-from redflow.store.scripts import StepSaved
+from redflow.store.replies import StepSaved
 
 if TYPE_CHECKING:
-    from redflow.engine.step import RunningStep
+    from redflow.engine.step_host import RunningStep
     from redflow.store.scripts import Scripts
 
 log = logging.getLogger("redflow.lease")
@@ -98,9 +99,9 @@ class LeaseKeeper:
     def track(self, lease: Lease) -> None:
         """Watch an attempt's lease; ``lease.renewed_at_ms`` says when it was last
         written (the start request's send time), else it counts from now."""
-        now = _mono_ms()
-        lease.tracked_at_ms = now
-        lease.renewed_at_ms = lease.renewed_at_ms or now
+        now_ms = _mono_ms()
+        lease.tracked_at_ms = now_ms
+        lease.renewed_at_ms = lease.renewed_at_ms or now_ms
         lease.renew_failures = 0
         self._leases[id(lease)] = lease
 
@@ -129,7 +130,7 @@ class LeaseKeeper:
                 log.exception("lease keeper tick failed")
 
     def tick(self) -> None:
-        now = _mono_ms()
+        mono_ms = _mono_ms()
         renew: list[Lease] = []
         watch: list[Lease] = []
         markers: list[tuple[Lease, Any]] = []
@@ -137,12 +138,12 @@ class LeaseKeeper:
         for lease in list(self._leases.values()):
             if lease.stopped is not None:
                 continue
-            if now - lease.renewed_at_ms >= self.renew_every_ms:
+            if mono_ms - lease.renewed_at_ms >= self.renew_every_ms:
                 renew.append(lease)
-            if now - lease.tracked_at_ms >= self.tick_ms:
+            if mono_ms - lease.tracked_at_ms >= self.tick_ms:
                 watch.append(lease)
             for step in lease.running_steps.values():
-                if not step.marked and wall_ms - step.started_at >= self.tick_ms:
+                if not step.marked and wall_ms - step.started_at_ms >= self.tick_ms:
                     markers.append((lease, step))
         if not (renew or watch or markers):
             return
@@ -158,9 +159,9 @@ class LeaseKeeper:
                 queue=lease.queue,
                 token=lease.token,
                 name=step.name,
-                step_json=step_running_json(step.seq, step.started_at),
+                step_json=step_running_json(step.seq, step.started_at_ms),
                 lease_ms=self.lease_ms,
-                marker_started_at=step.started_at,
+                marker_started_at_ms=step.started_at_ms,
                 conn=pipe,
             )
         try:
@@ -170,9 +171,9 @@ class LeaseKeeper:
             for lease in renew:
                 self._renew_failed(lease, exc)
             return
-        self._apply(renew, watch, markers, replies, now)
+        self._apply(renew, watch, markers, replies, mono_ms)
 
-    def _apply(self, renew: list[Lease], watch: list[Lease], markers: list[tuple[Lease, Any]], replies: list[Any], now: float) -> None:
+    def _apply(self, renew: list[Lease], watch: list[Lease], markers: list[tuple[Lease, Any]], replies: list[Any], mono_ms: float) -> None:
         replies_iter = iter(replies)
         if any(isinstance(reply, NoScriptError) for reply in replies):
             self._scripts.load_all()  # a promoted replica: retried at the next tick, not a failure
@@ -188,12 +189,12 @@ class LeaseKeeper:
             elif not reply:
                 self.report_lost(lease, "the lease is held by another worker or expired")
             else:
-                lease.renewed_at_ms = now
+                lease.renewed_at_ms = mono_ms
                 lease.renew_failures = 0
         for lease in watch:
             reply = next(replies_iter)
             if isinstance(reply, str) and reply and self._still_tracked(lease):
-                lease.stop("canceled")
+                lease.stop(CANCELED)
         for lease, step in markers:
             reply = next(replies_iter)
             if not self._still_tracked(lease):
@@ -222,4 +223,4 @@ class LeaseKeeper:
         self.renewals_lost += 1
         self._observers.on_lease_lost(lease.run_id)
         log.warning("lease lost for run %s: %s", lease.run_id, why, extra=lease.log_extra())
-        lease.stop("lease_lost")
+        lease.stop(LEASE_LOST)

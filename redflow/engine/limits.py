@@ -16,18 +16,16 @@ the values). Here:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from typing import TYPE_CHECKING
 
-from redflow.core import codec
 from redflow.core.flow import limits_spec
 from redflow.core.keys import new_id
-
-if TYPE_CHECKING:
-    from redflow.client import RedflowClient
-    from redflow.engine.attempt import Attempt
-    from redflow.registry import Registry
-    from redflow.store.scripts import StartReply
+from redflow.core.workflow_def import Registry
+from redflow.store.port import Store
+from redflow.store.replies import StartReply
+from redflow.store.requests import StartRequest
+from redflow.store.scripts import Conn
 
 log = logging.getLogger("redflow.limits")
 
@@ -42,33 +40,31 @@ def limited_names(registry: Registry) -> str:
     return "\n" + "\n".join(names) + "\n" if names else ""
 
 
-def start_admitted(attempt: Attempt, reply: StartReply) -> tuple[StartReply, Exception | None]:
-    """Start a run handed back with ``admit`` again, with the limits its
-    workflow declares computed from its input. A key function that fails on
-    the input fails the run (it starts without limits so that it can be
-    settled): returned with the new start reply."""
-    rt = attempt.rt
-    workflow = rt.registry.get(reply.workflow)
+def start_admitted(
+    store: Store, registry: Registry, request: StartRequest, reply: StartReply, *, conn: Conn
+) -> tuple[StartReply, Exception | None]:
+    """Start a run handed back with ``admit`` (to ``request``) again, with the
+    limits its workflow declares computed from its input. A key function that
+    fails on the input fails the run (it starts without limits so that it can
+    be settled): returned with the new start reply."""
+    workflow = registry.get(reply.workflow)
     limits, refused = NO_LIMITS, None
     if workflow is not None and workflow.flow.active:
         try:
-            value = workflow.validate(codec.loads(reply.detail or "null", what=f"run {attempt.run_id} inputJson"))
-            limits = limits_spec(rt.keys, workflow.name, attempt.queue, workflow.flow, value)
-        except Exception as exc:  # bad input: the run fails (an unreadable input is reported again by _prepare)
+            value = workflow.validate(store.payloads.loads(reply.detail or "null", what=f"run {request.run_id} inputJson"))
+            limits = limits_spec(store.keys, workflow.name, request.queue, workflow.flow, value)
+        except Exception as exc:  # bad input: the run fails (an unreadable input is reported again by the attempt)
             refused = exc
-    again = rt.scripts.start_run(
-        run_id=attempt.run_id, queue=attempt.queue, token=attempt.token, lease_ms=rt.lease_ms, now=attempt.now_ms(),
-        limited=rt.limited, limits_json=limits, conn=attempt.conn,
-    )  # fmt: skip
-    return again, refused
+    again = dataclasses.replace(request, now_ms=store.now_ms(), limits_json=limits)
+    return store.scripts.start_run(again, conn=conn), refused
 
 
 class FlowSweeper:
     """One pass per interval: heal limits with held runs (one worker per pass
     and scope, by a lock that expires), restore lost priority markers."""
 
-    def __init__(self, client: RedflowClient, queues: list[str], *, interval_s: float) -> None:
-        self.client = client
+    def __init__(self, store: Store, queues: list[str], *, interval_s: float) -> None:
+        self.store = store
         self.queues = sorted(set(queues))
         self.interval_s = interval_s
         self._token = new_id("limitslock")
@@ -76,22 +72,25 @@ class FlowSweeper:
 
     def step(self) -> float:
         self._restore_markers()
-        for scope in self.queues if self.client.keys.cluster else [None]:
+        for scope in self.queues if self.store.keys.cluster else [None]:
             self._heal(scope)
         return self.interval_s
 
     def _restore_markers(self) -> None:
-        keys, scripts = self.client.keys, self.client.scripts
-        pipe = self.client.redis.pipeline(transaction=False)
+        keys, scripts = self.store.keys, self.store.scripts
+        pipe = self.store.pipeline()
         for queue in self.queues:
             pipe.zcard(keys.queue_prioritized(queue))
         for queue, waiting in zip(self.queues, pipe.execute()):
             if waiting and scripts.ensure_marker(queue=queue):
-                log.warning("queue %r: %d prioritized run(s) had no marker in ready (a worker that knows no priorities "
-                            "dropped it?); put it back", queue, waiting)  # fmt: skip
+                log.warning(
+                    "queue %r: %d prioritized run(s) had no marker in ready (a worker that knows no priorities dropped it?); put it back",
+                    queue,
+                    waiting,
+                )
 
     def _heal(self, scope: str | None) -> None:
-        keys, redis, scripts = self.client.keys, self.client.redis, self.client.scripts
+        keys, redis, scripts = self.store.keys, self.store.redis, self.store.scripts
         if not redis.set(keys.lock_limits(scope), self._token, nx=True, px=max(1, int(self.interval_s * 1000))):
             return  # another worker heals this scope in this interval
         held_keys = sorted(redis.hkeys(keys.limits_held_index(scope)))

@@ -16,17 +16,17 @@ import gevent
 from gevent.event import Event
 from redis.exceptions import NoScriptError, RedisError
 
-from redflow import cron
-from redflow.core import codec
+from redflow.core import cron
 from redflow.core.errors import CorruptDataError, RedflowError
-from redflow.core.keys import cron_fire_idempotency_key
+from redflow.core.idempotency import cron_fire_idempotency_key
 from redflow.core.models import CronDef
 from redflow.engine.observers import Observers
+from redflow.store.enqueue import enqueue
+from redflow.store.port import Store
+from redflow.store.targets import Targets
 
 if TYPE_CHECKING:
     import redis
-
-    from redflow.client import RedflowClient
 
 log = logging.getLogger("redflow.loops")
 
@@ -99,8 +99,8 @@ class Promoter:
     nothing (the seed popped a batch first). Sleeps until the next due time,
     at most 1 s; a local retry wakes it early."""
 
-    def __init__(self, client: RedflowClient, queues: list[str]) -> None:
-        self.client = client
+    def __init__(self, store: Store, queues: list[str]) -> None:
+        self.store = store
         self.queues = queues
         self.next_wake_ms = 0
         self.loop: Loop | None = None
@@ -110,32 +110,32 @@ class Promoter:
             self.loop.wake()
 
     def step(self) -> float:
-        keys, redis = self.client.keys, self.client.redis
-        now = self.client.now_ms()
-        pipe = redis.pipeline(transaction=False)
+        keys, store = self.store.keys, self.store
+        now_ms = store.now_ms()
+        pipe = store.pipeline()
         for queue in self.queues:
-            pipe.zrangebyscore(keys.queue_scheduled(queue), "-inf", now, start=0, num=PROMOTE_BATCH)
+            pipe.zrangebyscore(keys.queue_scheduled(queue), "-inf", now_ms, start=0, num=PROMOTE_BATCH)
             pipe.zrange(keys.queue_scheduled(queue), 0, 0, withscores=True)
         replies = pipe.execute()
-        promote = self.client.scripts.batch()
+        promote = store.batch()
         full_batch = False
         next_due: float | None = None
         for index, queue in enumerate(self.queues):
             due, head = replies[2 * index], replies[2 * index + 1]
             full_batch = full_batch or len(due) >= PROMOTE_BATCH
             for run_id in due:
-                self.client.scripts.promote_run(run_id=run_id, queue=queue, now=now, conn=promote)
-            if head and head[0][1] > now:
+                store.scripts.promote_run(run_id=run_id, queue=queue, now_ms=now_ms, conn=promote)
+            if head and head[0][1] > now_ms:
                 next_due = head[0][1] if next_due is None else min(next_due, head[0][1])
         if len(promote):
             promote.execute()
         if full_batch:
             return 0.0
         if next_due is None:
-            self.next_wake_ms = now + int(PROMOTER_IDLE_S * 1000)
+            self.next_wake_ms = now_ms + int(PROMOTER_IDLE_S * 1000)
             return PROMOTER_IDLE_S
-        sleep_s = min(PROMOTER_MAX_SLEEP_S, max(0.01, (next_due - self.client.now_ms()) / 1000.0))
-        self.next_wake_ms = now + int(sleep_s * 1000)
+        sleep_s = min(PROMOTER_MAX_SLEEP_S, max(0.01, (next_due - store.now_ms()) / 1000.0))
+        self.next_wake_ms = now_ms + int(sleep_s * 1000)
         return sleep_s
 
 
@@ -146,8 +146,8 @@ class Reaper:
     so only entries already there at the previous scan are checked: most
     runs come and go between two scans and cost the reaper nothing."""
 
-    def __init__(self, client: RedflowClient, queues: list[str], interval_ms: int, observers: Observers | None = None) -> None:
-        self.client = client
+    def __init__(self, store: Store, queues: list[str], interval_ms: int, observers: Observers | None = None) -> None:
+        self.store = store
         self.queues = queues
         self.interval_s = interval_ms / 1000.0
         self._observers = observers or Observers()
@@ -155,20 +155,20 @@ class Reaper:
         self.recovered = 0
 
     def step(self) -> float:
-        keys, redis = self.client.keys, self.client.redis
-        pipe = redis.pipeline(transaction=False)
+        keys, store = self.store.keys, self.store
+        pipe = store.pipeline()
         for queue in self.queues:
             pipe.lrange(keys.queue_processing(queue), 0, -1)
         entries = {(queue, run_id) for queue, ids in zip(self.queues, pipe.execute()) for run_id in ids}
         for queue in {queue for queue, run_id in entries if "\ufffd" in run_id}:
-            removed = self.client.scripts.purge_invalid_entries(queue=queue)
+            removed = store.scripts.purge_invalid_entries(queue=queue)
             log.warning("reaper: dropped %d processing entry(ies) of %r that are not run ids: %r", len(removed), queue, removed[:5])
         entries = {entry for entry in entries if "\ufffd" not in entry[1]}
         lingering = sorted(entries & self._seen)
         self._seen = entries
         if not lingering:
             return self.interval_s
-        check = redis.pipeline(transaction=False)
+        check = store.pipeline()
         for queue, run_id in lingering:
             check.exists(keys.run_lease(run_id, queue))
         orphans = [entry for entry, leased in zip(lingering, check.execute()) if not leased]
@@ -177,9 +177,9 @@ class Reaper:
         return self.interval_s
 
     def _requeue(self, orphans: list[tuple[str, str]]) -> None:
-        requeue = self.client.scripts.batch()
+        requeue = self.store.batch()
         for queue, run_id in orphans:
-            self.client.scripts.reap_run(run_id=run_id, queue=queue, conn=requeue)
+            self.store.scripts.reap_run(run_id=run_id, queue=queue, conn=requeue)
         per_queue: dict[str, int] = {}
         for (queue, _), moved in zip(orphans, requeue.execute()):
             if moved:
@@ -198,50 +198,50 @@ class CronScheduler:
     The next time is computed from now: a worker that was down does not
     fire a burst of missed runs when it comes back."""
 
-    def __init__(self, client: RedflowClient) -> None:
-        self.client = client
+    def __init__(self, store: Store, targets: Targets) -> None:
+        self.store = store
+        self.targets = targets
         self.token = f"cronlock_{uuid.uuid4()}"
         self.is_leader = False
 
     def step(self) -> float:
-        keys, redis = self.client.keys, self.client.redis
+        keys, redis = self.store.keys, self.store.redis
         if self.is_leader:
-            self.is_leader = self.client.scripts.renew_cron_lock(token=self.token, lock_ms=CRON_LOCK_MS)
+            self.is_leader = self.store.scripts.renew_cron_lock(token=self.token, lock_ms=CRON_LOCK_MS)
         else:
             self.is_leader = bool(redis.set(keys.lock_cron(), self.token, nx=True, px=CRON_LOCK_MS))
         if not self.is_leader:
             return 0.25
-        now = self.client.now_ms()
-        due = redis.zrangebyscore(keys.cron_next(), "-inf", now, start=0, num=CRON_BATCH, withscores=True)
+        now_ms = self.store.now_ms()
+        due = redis.zrangebyscore(keys.cron_next(), "-inf", now_ms, start=0, num=CRON_BATCH, withscores=True)
         paused = redis.hmget(keys.cron_paused(), [cron_id for cron_id, _ in due]) if due else []
         for (cron_id, fire_ms), paused_at in zip(due, paused):
             if paused_at is not None:  # paused (cron pause) yet back on the schedule: take it off again
                 redis.zrem(keys.cron_next(), cron_id)
                 continue
-            self._fire(redis, cron_id, int(fire_ms), now)
+            self._fire(redis, cron_id, int(fire_ms), now_ms)
         head = redis.zrange(keys.cron_next(), 0, 0, withscores=True)
         if not head:
             return CRON_MAX_SLEEP_S
         due_ms: float = head[0][1]
-        return min(CRON_MAX_SLEEP_S, max(0.01, (due_ms - self.client.now_ms()) / 1000.0))
+        return min(CRON_MAX_SLEEP_S, max(0.01, (due_ms - self.store.now_ms()) / 1000.0))
 
-    def _fire(self, redis: redis.Redis, cron_id: str, fire_ms: int, now: int) -> None:
-        keys = self.client.keys
+    def _fire(self, redis: redis.Redis, cron_id: str, fire_ms: int, now_ms: int) -> None:
+        keys = self.store.keys
         raw = redis.hget(keys.cron_def(), cron_id)
         try:
             if raw is None:
                 raise CorruptDataError("no definition")
             definition = CronDef.from_json(str(raw))  # a str: every client decodes replies
-            next_at = cron.next_fire_ms(definition.expression, definition.timezone, now)
-            run_input = codec.loads(definition.input_json, what=f"cron {cron_id} inputJson")
+            next_at = cron.next_fire_ms(definition.expression, definition.timezone, now_ms)
+            run_input = self.store.payloads.loads(definition.input_json, what=f"cron {cron_id} inputJson")
         except RedflowError as exc:
             log.error("cron %s dropped: its definition is unusable (%s)", cron_id, exc)
             redis.zrem(keys.cron_next(), cron_id)
             return
         try:
-            self.client.run(
-                definition.workflow, run_input, queue=definition.queue, idempotency_key=cron_fire_idempotency_key(cron_id, fire_ms)
-            )
+            target, key = self.targets.resolve(definition.workflow), cron_fire_idempotency_key(cron_id, fire_ms)
+            enqueue(self.store, self.targets.request(target, run_input, queue=definition.queue, idempotency_key=key))
         except RedflowError as exc:  # e.g. a workflow no worker has synced yet: keep the schedule
             log.error("cron %s could not start %r: %s", cron_id, definition.workflow, exc)
         redis.zadd(keys.cron_next(), {cron_id: next_at}, xx=True)
@@ -251,6 +251,6 @@ class CronScheduler:
         if self.is_leader:
             self.is_leader = False
             try:
-                self.client.scripts.release_cron_lock(token=self.token)
+                self.store.scripts.release_cron_lock(token=self.token)
             except RedisError as exc:  # the lock expires in 2 s anyway
                 log.info("cron: could not release the leader lock (%s)", exc)

@@ -15,19 +15,18 @@ Runs that use none of this cost nothing here.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Any
 
 from redis.exceptions import RedisError
 
-from redflow.client_waits import cancel_children, deliver_event
 from redflow.core.errors import CorruptDataError
 from redflow.core.models import scheduled_event_of
 from redflow.store.bulk import cancel_error_json
-from redflow.store.scripts import ClaimedEvent
-
-if TYPE_CHECKING:
-    from redflow.client import RedflowClient
-    from redflow.engine.attempt import Attempt
+from redflow.store.children import cancel_children, tell_parent
+from redflow.store.events import deliver_scheduled
+from redflow.store.port import Store
+from redflow.store.replies import ClaimedEvent
 
 log = logging.getLogger("redflow.parking")
 
@@ -37,20 +36,18 @@ SCHEDULED_EVENTS_BATCH = 50
 SCHEDULED_EVENTS_IDLE_S = 1.0
 
 
-def after_end(attempt: Attempt, final: str) -> None:
-    """A run this worker ended: report it to a parent that waits for it, and
-    cancel its children if it ended canceled. Both are best effort: the
-    parent looks at its children by itself too, and a failure is logged."""
-    client, run_id = attempt.client, attempt.run_id
+def after_end(store: Store, run_id: str, final: str, parent_link: tuple[str, str] | None, log_extra: Callable[[], dict[str, Any]]) -> None:
+    """A run this worker ended (``final``): report it to a parent that waits for
+    it (``parent_link``: its id and queue), and cancel its children if it ended
+    canceled. Both are best effort: the parent looks at its children by
+    itself too, and a failure is logged."""
     try:
-        if attempt.parent_link is not None:
-            parent_id, parent_queue = attempt.parent_link
-            client.scripts.child_ended(child_id=run_id, parent_id=parent_id, parent_queue=parent_queue, now=client.now_ms())
+        if parent_link is not None:
+            tell_parent(store, run_id, *parent_link)
         if final == "canceled":
-            cancel_children(client, run_id)
+            cancel_children(store, run_id)
     except RedisError as exc:
-        log.warning("run %s ended %s, but telling its parent or canceling its children failed (%s)", run_id, final, exc,
-                    extra=attempt.log_extra())  # fmt: skip
+        log.warning("run %s ended %s, but telling its parent or canceling its children failed (%s)", run_id, final, exc, extra=log_extra())
 
 
 class ScheduledEvents:
@@ -60,17 +57,17 @@ class ScheduledEvents:
     froze) is taken again by the next look: the delivery is repeated, which
     resolves no wait twice and none that began after the event fired."""
 
-    def __init__(self, client: RedflowClient, *, claim_ms: int) -> None:
-        self.client = client
+    def __init__(self, store: Store, *, claim_ms: int) -> None:
+        self.store = store
         self.claim_ms = claim_ms
 
     def step(self) -> float:
-        client = self.client
-        claim = client.scripts.claim_scheduled_events(most=SCHEDULED_EVENTS_BATCH, claim_ms=self.claim_ms)
+        store = self.store
+        claim = store.scripts.claim_scheduled_events(most=SCHEDULED_EVENTS_BATCH, claim_ms=self.claim_ms)
         for taken in claim.events:
             self._deliver(taken)
         if claim.events:
-            client.redis.zrem(client.keys.scheduled_events(), *(taken.member for taken in claim.events))  # all delivered
+            store.redis.zrem(store.keys.scheduled_events(), *(taken.member for taken in claim.events))  # all delivered
             return 0.0  # more may be due: look again at once
         if claim.next_ms is None:
             return SCHEDULED_EVENTS_IDLE_S
@@ -83,6 +80,6 @@ class ScheduledEvents:
         try:
             if event is None:
                 raise CorruptDataError("not the JSON {id, event, payloadJson} of schedule_event")
-            deliver_event(self.client, *event, taken.fired_at)
+            deliver_scheduled(self.store, *event, taken.fired_at)
         except CorruptDataError as exc:
             log.error("dropped a scheduled event that cannot be read (%s): %.200r", exc, taken.entry)

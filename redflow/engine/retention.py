@@ -29,7 +29,6 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from redflow.core.models import WorkflowField, retention_from_json
 from redflow.core.retention import FINISHED_STATUSES, Retention
@@ -37,10 +36,9 @@ from redflow.engine import retention_holds
 from redflow.engine.leader import LeaderLock
 from redflow.engine.retention_cap import cap_pass, capped_workflows
 from redflow.engine.retention_cursor import Cursor, Page
+from redflow.store.port import Store
 from redflow.store.purge import Seen, purge_runs, read_runs
-
-if TYPE_CHECKING:
-    from redflow.client import RedflowClient
+from redflow.store.reads import known_queues
 
 log = logging.getLogger("redflow.retention")
 
@@ -70,12 +68,12 @@ class Lane:
 class RetentionCleaner:
     """The worker loop's step; see the module docstring."""
 
-    def __init__(self, client: RedflowClient, *, default: Retention, interval_s: float = INTERVAL_S, page: int = PAGE) -> None:
-        self.client = client
+    def __init__(self, store: Store, *, default: Retention, interval_s: float = INTERVAL_S, page: int = PAGE) -> None:
+        self.store = store
         self.default = default
         self.interval_s = interval_s
         self.page = page
-        self.lock = LeaderLock(client.scripts, client.redis, client.keys.lock_retention(), lock_ms=LOCK_MS)
+        self.lock = LeaderLock(store.scripts, store.redis, store.keys.lock_retention(), lock_ms=LOCK_MS)
         self._table: dict[str, Retention] = {}
         self._queues: list[str | None] = [None]
         self._table_read_at = float("-inf")
@@ -86,9 +84,9 @@ class RetentionCleaner:
         if not self.lock.hold():
             return self.interval_s
         self._refresh()
-        now = self.client.now_ms()
-        busy = self._expire(now)
-        busy = self._release(now) or busy
+        now_ms = self.store.now_ms()
+        busy = self._expire(now_ms)
+        busy = self._release(now_ms) or busy
         busy = self._cap() or busy
         return 0.0 if busy else self.interval_s
 
@@ -102,13 +100,13 @@ class RetentionCleaner:
         """Every workflow's stored retention (and the queues), re-read every TABLE_TTL_S."""
         if time.monotonic() - self._table_read_at < TABLE_TTL_S:
             return
-        client, keys = self.client, self.client.keys
-        names = sorted(client.redis.smembers(keys.workflows()))
-        pipe = client.redis.pipeline(transaction=False)
+        store, keys = self.store, self.store.keys
+        names = sorted(store.redis.smembers(keys.workflows()))
+        pipe = store.pipeline()
         for name in names:
             pipe.hget(keys.workflow(name), WorkflowField.RETENTION_JSON)
         self._table = {name: retention_from_json(raw) or self.default for name, raw in zip(names, pipe.execute())}
-        self._queues = list(client.known_queues()) if keys.cluster else [None]
+        self._queues = list(known_queues(store)) if keys.cluster else [None]
         self._table_read_at = time.monotonic()
 
     def lanes(self) -> list[Lane]:
@@ -120,25 +118,25 @@ class RetentionCleaner:
                     members.setdefault((status, keep_ms), set()).add(name)
         return [Lane(queue, status, keep_ms, frozenset(names)) for queue in self._queues for (status, keep_ms), names in members.items()]
 
-    def _expire(self, now: int) -> bool:
+    def _expire(self, now_ms: int) -> bool:
         """One page of every lane; returns whether a lane had more to read."""
         lanes = self.lanes()
         if not lanes:
             return False
-        redis, keys = self.client.redis, self.client.keys
+        redis, keys = self.store.redis, self.store.keys
         raws = redis.hmget(keys.retention_cursors(), [ln.field for ln in lanes])
         loaded = [Cursor.load(raw, lane.members) for lane, raw in zip(lanes, raws)]
         sizes = self._page_sizes(lanes)
         pipe = redis.pipeline(transaction=False)
         for lane, (cursor, _), size in zip(lanes, loaded, sizes):
-            pipe.zrangebyscore(keys.runs_status(lane.status, lane.queue), cursor.low, now - lane.keep_ms, 0, cursor.kept + size, True)
+            pipe.zrangebyscore(keys.runs_status(lane.status, lane.queue), cursor.low, now_ms - lane.keep_ms, 0, cursor.kept + size, True)
         pages: list[Page] = pipe.execute()
         fresh = [cursor.fresh(page) for page, (cursor, _) in zip(pages, loaded)]
         runs = read_runs(redis, keys, [(lane.queue, member) for lane, entries in zip(lanes, fresh) for member, _ in entries])
         verdicts = iter(runs)
         due = [run for lane, entries in zip(lanes, fresh) for _ in entries for run in [next(verdicts)] if self._is_due(run, lane)]
-        outcome = purge_runs(self.client.scripts, redis, due)
-        retention_holds.hold(redis, self.client.scripts, outcome.held, now)  # the lane walks on: looked at again there
+        outcome = purge_runs(self.store.scripts, redis, due)
+        retention_holds.hold(redis, self.store.scripts, outcome.held, now_ms)  # the lane walks on: looked at again there
         self._count(outcome.count, "ended longer ago than their retention")
         self._save_cursors(lanes, loaded, pages, outcome.removed)
         self._full = {lane.field for lane, page, (cursor, _), size in zip(lanes, pages, loaded, sizes) if len(page) >= cursor.kept + size}
@@ -167,18 +165,18 @@ class RetentionCleaner:
             if page or fresh_cursor:
                 changed[lane.field] = cursor.dump()
         if changed:
-            self.client.redis.hset(self.client.keys.retention_cursors(), mapping=changed)
+            self.store.redis.hset(self.store.keys.retention_cursors(), mapping=changed)
 
-    def _release(self, now: int) -> bool:
+    def _release(self, now_ms: int) -> bool:
         """Children held for their parent that are due for a look; returns whether more were due."""
-        client = self.client
-        purged, more = retention_holds.release_pass(client.scripts, client.redis, self._queues, self.retention_of, now, self.page)
+        store = self.store
+        purged, more = retention_holds.release_pass(store.scripts, store.redis, self._queues, self.retention_of, now_ms, self.page)
         self._count(purged, "kept until their parent ended")
         return more
 
     def _cap(self) -> bool:
         """``max_finished``: a page of each capped workflow's walk; returns whether one has more."""
-        purged, more = cap_pass(self.client.scripts, self.client.redis, capped_workflows(self._table, self._queues), self.page)
+        purged, more = cap_pass(self.store.scripts, self.store.redis, capped_workflows(self._table, self._queues), self.page)
         self._count(purged, "over their workflow's max_finished")
         return more
 

@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import inspect
 import time
-from collections.abc import Callable, Mapping, MutableMapping, Sequence
-from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import gevent
 from gevent import GreenletExit
@@ -30,75 +28,21 @@ from redflow.core.errors import (
     SerializationError,
     TimeoutError,
 )
-from redflow.core.keys import step_event_idempotency_key, step_workflow_idempotency_key
-from redflow.core.models import STEP_SUCCEEDED, step_failed_json, step_seq, step_succeeded_json
+from redflow.core.idempotency import step_event_idempotency_key, step_workflow_idempotency_key
+from redflow.core.models import STEP_SUCCEEDED, StepField, step_failed_json, step_seq, step_succeeded_json
 from redflow.engine import waits
-from redflow.engine.context import RunInterrupt
+from redflow.engine.interrupts import RunInterrupt
+from redflow.engine.step_host import RunningStep, StepHost
 
 if TYPE_CHECKING:
-    from redflow.core.models import EventWaiter
-    from redflow.engine.context import CancelSignal, RunInfo
-    from redflow.handle import RunState
-    from redflow.registry import Workflow
+    from redflow.core.run_state import RunState
+    from redflow.core.workflow_def import WorkflowDef
 
 DEFAULT_RESULT_TIMEOUT_S = 30.0
-
-T = TypeVar("T")
 
 
 class _StepTimeout(BaseException):
     """Thrown into a step by its gevent timer; private so user code cannot catch it as Exception."""
-
-
-@dataclass(slots=True)
-class RunningStep:
-    """A step in progress, for the lease keeper's ``running`` marker."""
-
-    name: str
-    seq: int
-    started_at: int
-    marked: bool = False
-
-
-class StepClient(Protocol):
-    """What steps start runs and events with: a ``RedflowClient``, or the inline runner's stand-in."""
-
-    def run(self, workflow: Workflow | str, input: Any = None, *, idempotency_key: str | None = None,
-            max_attempts: int | None = None, parent_run_id: str | None = None,
-            tags: Mapping[str, str] | None = None) -> Any: ...  # fmt: skip
-    def wait_for(self, run_id: str, *, timeout: float = 30.0, assist: Any = None) -> Any: ...
-    def emit_event(self, name: str, payload: Any = None, idempotency_key: str | None = None) -> list[str]: ...
-    def schedule_event(self, name: str, payload: Any = None, at: float | None = None, idempotency_key: str | None = None) -> list[str]: ...
-    def start_children(self, workflow: Workflow | str, inputs: Sequence[Any], *, parent_run_id: str, parent_queue: str,
-                       step: str) -> list[str]: ...  # fmt: skip
-    def read_states(self, run_ids: Sequence[str]) -> list[RunState | None]: ...
-    def register_event_wait(self, event: str, waiter: EventWaiter) -> None: ...
-    def forget_event_wait(self, event: str, waiter: EventWaiter) -> None: ...
-
-
-class StepHost(Protocol):
-    """The attempt a :class:`StepApi` works for: the worker's ``Attempt`` and
-    the inline test runner's both implement it, so they cannot drift apart."""
-
-    @property
-    def run_id(self) -> str: ...
-    @property
-    def info(self) -> RunInfo: ...
-    @property
-    def signal(self) -> CancelSignal: ...
-    @property
-    def running_steps(self) -> MutableMapping[str, RunningStep]: ...
-    @property
-    def client(self) -> StepClient: ...
-    def now_ms(self) -> int: ...
-    def raise_if_interrupted(self) -> None: ...
-    def confirm_owner(self) -> None: ...
-    def fence_children(self, create: Callable[[], T]) -> T: ...
-    def save_step(self, name: str, step_json: str, expected: str = "") -> str | None: ...
-    def set_progress(self, value_json: str) -> None: ...
-    def step_scope(self, name: str) -> AbstractContextManager[Any]: ...
-    def step_observed(self, name: str, status: str, duration_s: float) -> None: ...
-    def run_child_inline(self, queue: str, child_id: str) -> bool: ...
 
 
 class _Corrupt:
@@ -144,10 +88,14 @@ def _wants_signal(fn: Callable[..., Any]) -> bool:
 
 
 class StepApi:
-    """``ctx.step``: durable steps of one attempt."""
+    """``ctx.step``: durable steps of one attempt.
 
-    def __init__(self, attempt: StepHost, cache: dict[str, Any], max_seq: int) -> None:
-        self._attempt = attempt
+    ``begin``, ``replay``, ``seq_of`` and ``execute`` are how a step is
+    recorded (the :class:`~redflow.engine.step_host.Recorder` interface the
+    durable waits build on); a handler calls the steps below them."""
+
+    def __init__(self, host: StepHost, cache: dict[str, Any], max_seq: int) -> None:
+        self._host = host
         self._cache = cache
         self._max_seq = max_seq
         self._used: set[str] = set()
@@ -156,35 +104,33 @@ class StepApi:
     def run(self, name: str, fn: Callable[..., Any], *, timeout: float | None = None) -> Any:
         """Run ``fn`` once per run: its JSON output is stored, and returned
         from the store on a retried run. ``timeout`` in seconds."""
-        record = self._begin(name)
-        if record is not None and record.get("status") == STEP_SUCCEEDED:
-            return self._replay(name, record)
-        return self._execute(name, self._seq_of(record), fn, timeout)
+        record = self.begin(name)
+        if record is not None and record.get(StepField.STATUS) == STEP_SUCCEEDED:
+            return self.replay(name, record)
+        return self.execute(name, self.seq_of(record), fn, timeout)
 
-    def _begin(self, name: str) -> dict[str, Any] | None:
-        """Claim ``name`` for this run (unique names) and return its stored record, if any."""
-        attempt = self._attempt
-        attempt.raise_if_interrupted()
+    def begin(self, name: str) -> dict[str, Any] | None:
+        """Claim ``name`` for this run (unique names) and return its stored record, if any.
+        A step that is to run (not a replay) first confirms the attempt still owns the run."""
+        host = self._host
+        host.raise_if_interrupted()
         if not isinstance(name, str) or not name:
             raise RedflowError("a step needs a non-empty name")
         if name in self._used:
-            raise RedflowError(
-                f"Duplicate step name {name!r} in workflow {attempt.info.workflow!r}. Step names must be unique within a run."
-            )
+            raise RedflowError(f"Duplicate step name {name!r} in workflow {host.info.workflow!r}. Step names must be unique within a run.")
         self._used.add(name)
         record = self._cache.get(name)
         if isinstance(record, _Corrupt):
-            raise CorruptDataError(f"step {name!r} of run {attempt.run_id}: stored record is not valid JSON: {record.raw[:80]!r}")
-        if record is None or record.get("status") != STEP_SUCCEEDED:
-            attempt.confirm_owner()  # a step that runs (not a replay): only while the run is still this attempt's
+            raise CorruptDataError(f"step {name!r} of run {host.run_id}: stored record is not valid JSON: {record.raw[:80]!r}")
+        if record is None or record.get(StepField.STATUS) != STEP_SUCCEEDED:
+            host.confirm_owner()
         return record
 
-    @staticmethod
-    def _replay(name: str, record: dict[str, Any]) -> Any:
-        output_json = record.get("outputJson")
-        return None if output_json is None else codec.loads(output_json, what=f"step {name!r} output")
+    def replay(self, name: str, record: dict[str, Any]) -> Any:
+        """The output a succeeded step stored."""
+        return self._host.payloads.loads(record.get(StepField.OUTPUT_JSON), what=f"step {name!r} output")
 
-    def _seq_of(self, record: dict[str, Any] | None) -> int:
+    def seq_of(self, record: dict[str, Any] | None) -> int:
         """The step's seq: kept from its record (a step re-run after failure keeps it), else the next one."""
         seq = step_seq(record) if record is not None else None
         if seq is None:
@@ -193,53 +139,64 @@ class StepApi:
         self._max_seq = max(self._max_seq, seq)
         return seq
 
-    def _execute(
-        self, name: str, seq: int, fn: Callable[..., Any], timeout: float | None, *, started_at: int | None = None, expected: str = ""
+    def execute(
+        self,
+        name: str,
+        seq: int,
+        fn: Callable[..., Any],
+        timeout: float | None = None,
+        *,
+        started_at_ms: int | None = None,
+        expected: str = "",
     ) -> Any:
         """Call ``fn`` as step ``name`` and record its output or error. ``expected``:
         the record the step must still hold (a durable wait); if something else
         resolved it meanwhile, that record's output is returned instead."""
-        attempt = self._attempt
-        running = RunningStep(name, seq, attempt.now_ms() if started_at is None else started_at)
-        attempt.running_steps[name] = running
+        host = self._host
+        running = RunningStep(name, seq, host.now_ms() if started_at_ms is None else started_at_ms)
+        host.running_steps[name] = running
         began = time.perf_counter()
         try:
-            with attempt.step_scope(name):
+            with host.step_scope(name):
                 value = self._call(fn, name, timeout)
             try:
-                output_json = codec.dumps(value, what="output")
+                output_json = host.payloads.dumps(value, what="output")
             except SerializationError as exc:
                 raise OutputSerializationError(f"Step output is not JSON-serializable: {name}: {exc}") from exc
         except Exception as exc:
-            attempt.running_steps.pop(name, None)
+            host.running_steps.pop(name, None)
             self._save_failed(name, seq, running, exc, expected)
-            attempt.step_observed(name, "failed", time.perf_counter() - began)
+            host.step_observed(name, "failed", time.perf_counter() - began)
             raise
         except BaseException as exc:
-            attempt.running_steps.pop(name, None)
+            host.running_steps.pop(name, None)
             if not isinstance(exc, (RunInterrupt, GreenletExit)):  # e.g. KeyboardInterrupt, gevent.Timeout
                 self._save_failed(name, seq, running, exc, expected)
             raise  # the engine's interrupt (the attempt is being stopped) is not a step failure
-        attempt.running_steps.pop(name, None)
-        finished = attempt.now_ms()
-        found = attempt.save_step(name, step_succeeded_json(seq, running.started_at, finished, output_json, attempt.info.attempt), expected)
+        host.running_steps.pop(name, None)
+        found = host.save_step(
+            name, step_succeeded_json(seq, running.started_at_ms, host.now_ms(), output_json, host.info.attempt), expected
+        )
         if found is not None:  # resolved meanwhile (an event delivered): that outcome stands
-            record = codec.try_loads(found)
-            if isinstance(record, dict) and record.get("status") == STEP_SUCCEEDED:
-                self._cache[name] = record
-                return self._replay(name, record)
-            raise RedflowError(f"step {name!r} of run {attempt.run_id} was changed by another writer: {found[:80]!r}")
-        self._cache[name] = {"status": STEP_SUCCEEDED, "seq": seq, "outputJson": output_json}
-        attempt.step_observed(name, "succeeded", time.perf_counter() - began)
+            return self._resolved_meanwhile(name, found)
+        self._cache[name] = {StepField.STATUS: STEP_SUCCEEDED, StepField.SEQ: seq, StepField.OUTPUT_JSON: output_json}
+        host.step_observed(name, "succeeded", time.perf_counter() - began)
         return value
 
+    def _resolved_meanwhile(self, name: str, found: str) -> Any:
+        record = codec.try_loads(found)
+        if isinstance(record, dict) and record.get(StepField.STATUS) == STEP_SUCCEEDED:
+            self._cache[name] = record
+            return self.replay(name, record)
+        raise RedflowError(f"step {name!r} of run {self._host.run_id} was changed by another writer: {found[:80]!r}")
+
     def _save_failed(self, name: str, seq: int, running: RunningStep, exc: BaseException, expected: str = "") -> None:
-        attempt = self._attempt
-        error_json = codec.dumps_error(exc)
-        attempt.save_step(name, step_failed_json(seq, running.started_at, attempt.now_ms(), error_json, attempt.info.attempt), expected)
+        host = self._host
+        error_json = host.payloads.dumps_error(exc)
+        host.save_step(name, step_failed_json(seq, running.started_at_ms, host.now_ms(), error_json, host.info.attempt), expected)
 
     def _call(self, fn: Callable[..., Any], name: str, timeout: float | None) -> Any:
-        args = (self._attempt.signal,) if _wants_signal(fn) else ()
+        args = (self._host.signal,) if _wants_signal(fn) else ()
         if not timeout or timeout <= 0:
             return fn(*args)
         marker = _StepTimeout()
@@ -258,7 +215,7 @@ class StepApi:
     def run_workflow(
         self,
         name: str,
-        workflow: Workflow | str,
+        workflow: WorkflowDef | str,
         input: Any = None,
         *,
         timeout: float | None = None,
@@ -272,31 +229,31 @@ class StepApi:
         this greenlet, so a worker with one slot cannot deadlock on its own
         child. A failed child raises ``RunFailedError``, a canceled one
         ``CanceledError``."""
-        attempt = self._attempt
+        host = self._host
         child_name = workflow if isinstance(workflow, str) else workflow.name
-        key = idempotency_key or step_workflow_idempotency_key(attempt.run_id, name, child_name)
-        if attempt.info.tags:  # a child is filed under its parent's tags (its own win)
-            run_options["tags"] = {**attempt.info.tags, **(run_options.get("tags") or {})}
+        key = idempotency_key or step_workflow_idempotency_key(host.run_id, name, child_name)
+        if host.info.tags:  # a child is filed under its parent's tags (its own win)
+            run_options["tags"] = {**host.info.tags, **(run_options.get("tags") or {})}
 
         def start_and_wait() -> Any:
-            handle = attempt.fence_children(
-                lambda: attempt.client.run(workflow, input, idempotency_key=key, parent_run_id=attempt.run_id, **run_options)
+            handle = host.fence_children(
+                lambda: host.client.run(workflow, input, idempotency_key=key, parent_run_id=host.run_id, **run_options)
             )
-            return attempt.client.wait_for(handle.id, timeout=result_timeout, assist=self._assist_child).outcome()
+            return host.client.wait_for(handle.id, timeout=result_timeout, assist=self._assist_child).outcome()
 
         return self.run(name, start_and_wait, timeout=timeout)
 
     def _assist_child(self, state: RunState) -> bool:
         if state.status != "queued":
             return False
-        return self._attempt.run_child_inline(state.queue, state.run_id)
+        return self._host.run_child_inline(state.queue, state.run_id)
 
     def emit_event(
         self, name: str, event: str, payload: Any = None, *, idempotency_key: str | None = None, timeout: float | None = None
     ) -> list[str]:
         """Emit ``event`` once per run; returns the ids of the runs it started."""
-        key = idempotency_key or step_event_idempotency_key(self._attempt.run_id, name, event)
-        run_ids: list[str] = self.run(name, lambda: self._attempt.client.emit_event(event, payload, idempotency_key=key), timeout=timeout)
+        key = idempotency_key or step_event_idempotency_key(self._host.run_id, name, event)
+        run_ids: list[str] = self.run(name, lambda: self._host.client.emit_event(event, payload, idempotency_key=key), timeout=timeout)
         return run_ids
 
     def schedule_event(
@@ -310,33 +267,33 @@ class StepApi:
         timeout: float | None = None,
     ) -> list[str]:
         """Schedule ``event`` for unix time ``at``, once per run."""
-        key = idempotency_key or step_event_idempotency_key(self._attempt.run_id, name, event)
-        client = self._attempt.client
+        key = idempotency_key or step_event_idempotency_key(self._host.run_id, name, event)
+        client = self._host.client
         run_ids: list[str] = self.run(name, lambda: client.schedule_event(event, payload, at=at, idempotency_key=key), timeout=timeout)
         return run_ids
 
     # -- durable waits (redflow/engine/waits.py) ----------------------------------
     def sleep(self, name: str, duration: float | timedelta) -> None:
         """Give the slot back for ``duration`` (seconds or a timedelta); the run resumes after it."""
-        waits.sleep(self, name, duration)
+        waits.sleep(self, self._host, name, duration)
 
     def sleep_until(self, name: str, when: float | datetime) -> None:
         """Give the slot back until ``when`` (unix seconds or a datetime); a time already past replays as done."""
-        waits.sleep_until(self, name, when)
+        waits.sleep_until(self, self._host, name, when)
 
     def wait_for_event(self, name: str, event: str, match: dict[str, Any] | None = None, timeout: float | timedelta | None = None) -> Any:
         """Give the slot back until ``event`` is emitted with a payload containing every top-level
         item of ``match``: returns the payload, or ``None`` after ``timeout`` seconds."""
-        return waits.wait_for_event(self, name, event, match, timeout)
+        return waits.wait_for_event(self, self._host, name, event, match, timeout)
 
-    def run_workflows(self, name: str, workflow: Workflow | str, inputs: Sequence[Any]) -> list[Any]:
+    def run_workflows(self, name: str, workflow: WorkflowDef | str, inputs: Sequence[Any]) -> list[Any]:
         """Start one child run per input, give the slot back until all have ended, and return their outputs in input order."""
-        return waits.run_workflows(self, name, workflow, inputs)
+        return waits.run_workflows(self, self._host, name, workflow, inputs)
 
     def report_progress(self, value: Any) -> None:
         """``ctx.progress``: keep ``value`` (JSON) on the run, latest wins."""
         try:
-            value_json = codec.dumps(value)
+            value_json = self._host.payloads.dumps(value)
         except SerializationError as exc:
             raise RedflowError(f"progress must be JSON-serializable: {exc}") from exc
-        self._attempt.set_progress(value_json)
+        self._host.set_progress(value_json)

@@ -17,13 +17,10 @@ worker's non-atomic moves are never mistaken for an orphan.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 from redflow.core.models import RunField
 from redflow.engine.observers import Observers
-
-if TYPE_CHECKING:
-    from redflow.client import RedflowClient
+from redflow.store.port import Store
 
 log = logging.getLogger("redflow.sweeper")
 
@@ -36,14 +33,14 @@ class OrphanSweeper:
 
     def __init__(
         self,
-        client: RedflowClient,
+        store: Store,
         queues: list[str],
         *,
         interval_s: float = SWEEP_INTERVAL_S,
         batch: int = SWEEP_BATCH,
         observers: Observers | None = None,
     ) -> None:
-        self.client = client
+        self.store = store
         self.queues = frozenset(queues)
         self.interval_s = interval_s
         self.batch = batch
@@ -59,8 +56,8 @@ class OrphanSweeper:
         return self.interval_s
 
     def _repair(self, suspects: list[tuple[str, str]]) -> None:
-        scripts = self.client.scripts
-        batch = scripts.batch()
+        scripts = self.store.scripts
+        batch = self.store.batch()
         for queue, run_id in suspects:
             scripts.repair_orphan(run_id=run_id, queue=queue, conn=batch)
         per_queue: dict[str, int] = {}
@@ -74,9 +71,9 @@ class OrphanSweeper:
 
     def _unleased_page(self) -> list[tuple[str, str]]:
         """The next page of running runs (of this worker's queues) whose lease is gone."""
-        keys, redis = self.client.keys, self.client.redis
+        keys, store = self.store.keys, self.store
         index_queues: list[str | None] = [*sorted(self.queues)] if keys.cluster else [None]
-        pipe = redis.pipeline(transaction=False)
+        pipe = store.pipeline()
         for queue in index_queues:
             start = self._cursors.get(queue, 0)
             pipe.zrange(keys.runs_status("running", queue), start, start + self.batch - 1)
@@ -87,7 +84,7 @@ class OrphanSweeper:
             candidates.extend((queue, run_id) for run_id in page)
         if not candidates:
             return []
-        check = redis.pipeline(transaction=False)
+        check = store.pipeline()
         for queue, run_id in candidates:
             check.exists(keys.run_lease(run_id, queue))
             check.hget(keys.run(run_id, queue), RunField.QUEUE)

@@ -19,7 +19,7 @@ wakes it at once; the look covers a child ended by another client's worker).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -32,14 +32,15 @@ from redflow.core.models import (
     WAIT_EVENT,
     WAIT_SLEEP,
     EventWaiter,
+    StepField,
     Wait,
     step_waiting_json,
 )
 
 if TYPE_CHECKING:
-    from redflow.engine.step import StepApi
-    from redflow.handle import RunState
-    from redflow.registry import Workflow
+    from redflow.core.run_state import RunState
+    from redflow.core.workflow_def import WorkflowDef
+    from redflow.engine.step_host import Recorder, StepHost
 
 #: An event wait with no timeout (or a far one) is looked at again this often.
 EVENT_RECHECK_MS = 3_600_000
@@ -55,13 +56,13 @@ class ParkRequest:
     reason: str
     step: str
     record: str
-    wake_at: int
+    wake_at_ms: int
     running: tuple[str, ...] = ()
     ended: tuple[str, ...] = ()
 
     def settle_args(self) -> list[str]:
         """The wait as ``settle_run`` takes it (``park_run`` in waits.lua)."""
-        args = [self.reason, self.step, self.record, str(self.wake_at)]
+        args = [self.reason, self.step, self.record, str(self.wake_at_ms)]
         if self.reason == WAIT_CHILDREN:
             args += [str(len(self.running)), *self.running, *self.ended]
         return args
@@ -79,34 +80,34 @@ class ParkRun(BaseException):
 # -- the steps -------------------------------------------------------------------
 
 
-def sleep(steps: StepApi, name: str, duration: float | timedelta) -> None:
+def sleep(steps: Recorder, host: StepHost, name: str, duration: float | timedelta) -> None:
     """Park the run for ``duration`` (seconds or a timedelta), measured from the
     first time the step runs: a resumed run keeps the wake time it stored."""
     duration_ms = _duration_ms(duration, "sleep")
-    _sleep(steps, name, lambda now: now + duration_ms)
+    _sleep(steps, host, name, lambda now_ms: now_ms + duration_ms)
 
 
-def sleep_until(steps: StepApi, name: str, when: float | datetime) -> None:
+def sleep_until(steps: Recorder, host: StepHost, name: str, when: float | datetime) -> None:
     """Park the run until ``when`` (unix seconds, or a datetime; a naive one is local time)."""
     at_ms = _unix_ms(when)
-    _sleep(steps, name, lambda now: at_ms)
+    _sleep(steps, host, name, lambda now_ms: at_ms)
 
 
-def _sleep(steps: StepApi, name: str, wake_at_of: Any) -> None:
-    record, wait = _begin_wait(steps, name, WAIT_SLEEP)
-    if record is not None and record.get("status") == STEP_SUCCEEDED:
+def _sleep(steps: Recorder, host: StepHost, name: str, wake_at_of: Callable[[int], int]) -> None:
+    record, wait = _begin_wait(steps, host, name, WAIT_SLEEP)
+    if _succeeded(record):
         return
-    now, seq = steps._attempt.now_ms(), steps._seq_of(record)
-    wake_at = wait.wake_at if wait is not None and wait.wake_at is not None else int(wake_at_of(now))
-    if wake_at <= now:  # over (or never started): done
-        steps._execute(name, seq, _nothing, None, started_at=_started_at(record, now))
+    now_ms, seq = host.now_ms(), steps.seq_of(record)
+    wake_at_ms = wait.wake_at_ms if wait is not None and wait.wake_at_ms is not None else int(wake_at_of(now_ms))
+    if wake_at_ms <= now_ms:  # over (or never started): done
+        steps.execute(name, seq, _nothing, started_at_ms=_started_at_ms(record, now_ms))
         return
-    waiting = codec.dumps(record) if wait is not None else step_waiting_json(seq, now, Wait(WAIT_SLEEP, wake_at=wake_at))
-    raise ParkRun(ParkRequest(WAIT_SLEEP, name, waiting, wake_at))
+    waiting = codec.dumps(record) if wait is not None else step_waiting_json(seq, now_ms, Wait(WAIT_SLEEP, wake_at_ms=wake_at_ms))
+    raise ParkRun(ParkRequest(WAIT_SLEEP, name, waiting, wake_at_ms))
 
 
 def wait_for_event(
-    steps: StepApi, name: str, event: str, match: dict[str, Any] | None = None, timeout: float | timedelta | None = None
+    steps: Recorder, host: StepHost, name: str, event: str, match: dict[str, Any] | None = None, timeout: float | timedelta | None = None
 ) -> Any:
     """Park the run until ``event`` is emitted with a payload that contains every
     top-level item of ``match``; return the payload, or ``None`` after
@@ -115,76 +116,73 @@ def wait_for_event(
         raise RedflowError("wait_for_event needs a non-empty event name")
     match = _checked_match(match)
     timeout_ms = None if timeout is None else _duration_ms(timeout, "wait_for_event timeout")
-    record, wait = _begin_wait(steps, name, WAIT_EVENT)
-    if record is not None and record.get("status") == STEP_SUCCEEDED:
-        return steps._replay(name, record)
-    host = steps._attempt
-    now, seq = host.now_ms(), steps._seq_of(record)
+    record, wait = _begin_wait(steps, host, name, WAIT_EVENT)
+    if record is not None and _succeeded(record):
+        return steps.replay(name, record)
+    now_ms, seq = host.now_ms(), steps.seq_of(record)
     if wait is None:
-        wait = Wait(WAIT_EVENT, event=event, match=match, timeout_at=None if timeout_ms is None else now + max(1, timeout_ms))
-        waiting = step_waiting_json(seq, now, wait)
+        wait = Wait(WAIT_EVENT, event=event, match=match, timeout_at_ms=None if timeout_ms is None else now_ms + max(1, timeout_ms))
+        waiting = step_waiting_json(seq, now_ms, wait)
         # Stored before its index entry exists: an event that finds the entry finds the record and
         # resolves it, even before the park's settle or with this worker killed before it.
         host.save_step(name, waiting)
     else:  # a replay: the stored wait stands
         waiting = codec.dumps(record)
     waiter = EventWaiter(host.run_id, host.info.queue, name, wait.match or {}, waiting)
-    client = host.client
-    if wait.timeout_at is not None and wait.timeout_at <= now:
-        value = steps._execute(name, seq, _nothing, None, started_at=_started_at(record, now), expected=waiting)
-        client.forget_event_wait(wait.event or event, waiter)
+    if wait.timeout_at_ms is not None and wait.timeout_at_ms <= now_ms:
+        value = steps.execute(name, seq, _nothing, started_at_ms=_started_at_ms(record, now_ms), expected=waiting)
+        host.forget_event_wait(wait.event or event, waiter)
         return value  # None, unless the event landed just before
-    client.register_event_wait(wait.event or event, waiter)
-    recheck_at = now + EVENT_RECHECK_MS
-    raise ParkRun(ParkRequest(WAIT_EVENT, name, waiting, recheck_at if wait.timeout_at is None else min(wait.timeout_at, recheck_at)))
+    host.register_event_wait(wait.event or event, waiter)
+    recheck_at = now_ms + EVENT_RECHECK_MS
+    raise ParkRun(ParkRequest(WAIT_EVENT, name, waiting, recheck_at if wait.timeout_at_ms is None else min(wait.timeout_at_ms, recheck_at)))
 
 
-def run_workflows(steps: StepApi, name: str, workflow: Workflow | str, inputs: Sequence[Any]) -> list[Any]:
+def run_workflows(steps: Recorder, host: StepHost, name: str, workflow: WorkflowDef | str, inputs: Sequence[Any]) -> list[Any]:
     """Start one child run of ``workflow`` per input (once per parent run), park
     until all have ended, and return their outputs in input order. A failed
     child raises ``RunFailedError`` naming it (the first in input order, once
     all have ended); a canceled one ``CanceledError``."""
     if isinstance(inputs, (str, bytes)) or not isinstance(inputs, Sequence):
         raise RedflowError("run_workflows needs a list of inputs")
-    record, wait = _begin_wait(steps, name, WAIT_CHILDREN)
-    if record is not None and record.get("status") == STEP_SUCCEEDED:
-        return list(steps._replay(name, record) or [])
-    host = steps._attempt
-    now, seq = host.now_ms(), steps._seq_of(record)
+    record, wait = _begin_wait(steps, host, name, WAIT_CHILDREN)
+    if record is not None and _succeeded(record):
+        return list(steps.replay(name, record) or [])
+    now_ms, seq = host.now_ms(), steps.seq_of(record)
     if wait is None:
-        client, values = host.client, list(inputs)
-        ids = tuple(
-            host.fence_children(
-                lambda: client.start_children(workflow, values, parent_run_id=host.run_id, parent_queue=host.info.queue, step=name)
-            )
-        )
-        waiting, started_at = step_waiting_json(seq, now, Wait(WAIT_CHILDREN, children=ids)), now
+        values = list(inputs)
+        ids = tuple(host.fence_children(lambda: host.start_children(workflow, values, name)))
+        waiting, started_at_ms = step_waiting_json(seq, now_ms, Wait(WAIT_CHILDREN, children=ids)), now_ms
     else:
-        ids, waiting, started_at = wait.children, codec.dumps(record), _started_at(record, now)
-    states = host.client.read_states(ids)
+        ids, waiting, started_at_ms = wait.children, codec.dumps(record), _started_at_ms(record, now_ms)
+    states = host.read_states(ids)
     running = tuple(child for child, state in zip(ids, states) if state is not None and not state.is_terminal)
     if not running:
-        return list(steps._execute(name, seq, lambda: _outputs(ids, states), None, started_at=started_at))
+        return list(steps.execute(name, seq, lambda: _outputs(ids, states), started_at_ms=started_at_ms))
     ended = tuple(child for child, state in zip(ids, states) if state is not None and state.is_terminal)
-    recheck_ms = min(CHILDREN_RECHECK_MAX_MS, max(CHILDREN_RECHECK_MIN_MS, now - started_at))
-    raise ParkRun(ParkRequest(WAIT_CHILDREN, name, waiting, now + recheck_ms, running, ended))
+    recheck_ms = min(CHILDREN_RECHECK_MAX_MS, max(CHILDREN_RECHECK_MIN_MS, now_ms - started_at_ms))
+    raise ParkRun(ParkRequest(WAIT_CHILDREN, name, waiting, now_ms + recheck_ms, running, ended))
 
 
 # -- helpers -------------------------------------------------------------------
 
 
-def _begin_wait(steps: StepApi, name: str, kind: str) -> tuple[dict[str, Any] | None, Wait | None]:
+def _begin_wait(steps: Recorder, host: StepHost, name: str, kind: str) -> tuple[dict[str, Any] | None, Wait | None]:
     """The step's record and, if it holds one of this kind, its stored wait."""
-    record = steps._begin(name)
-    running = steps._attempt.running_steps
+    record = steps.begin(name)
+    running = host.running_steps
     if running:
         raise RedflowError(f"step {name!r}: a durable wait cannot run inside another step ({', '.join(running)})")
     wait = Wait.of_record(record)
     return record, wait if wait is not None and wait.kind == kind else None
 
 
-def _started_at(record: dict[str, Any] | None, default: int) -> int:
-    started = record.get("startedAt") if record is not None else None
+def _succeeded(record: dict[str, Any] | None) -> bool:
+    return record is not None and record.get(StepField.STATUS) == STEP_SUCCEEDED
+
+
+def _started_at_ms(record: dict[str, Any] | None, default: int) -> int:
+    started = record.get(StepField.STARTED_AT) if record is not None else None
     return started if isinstance(started, int) else default
 
 

@@ -20,25 +20,17 @@ from gevent import monkey
 from gevent.event import Event
 from redis.exceptions import RedisError
 
-from redflow import __version__
 from redflow.client import RedflowClient, create_client, set_default_client
 from redflow.core.errors import RedflowError
-from redflow.core.flow import PRIORITY_MARKER
 from redflow.core.keys import new_id
 from redflow.core.retention import Retention
-from redflow.engine.attempt import (
-    Abandoned,
-    Attempt,
-    Canceled,
-    Claimed,
-    Failed,
-    Outcome,
-    Retrying,
-    Runtime,
-    Skipped,
-)
-from redflow.engine.context import WORKER_STOPPED
+from redflow.core.version import VERSION
+from redflow.core.workflow_def import Registry, get_default_registry
+from redflow.engine.attempt import Attempt, Runtime
+from redflow.engine.claim import SlotClaimer
+from redflow.engine.decide import Abandoned, Canceled, Failed, Outcome, Retrying, Skipped
 from redflow.engine.heartbeat import DEFAULT_BEAT_S, Heartbeat, WorkerStatus
+from redflow.engine.interrupts import WORKER_STOPPED
 from redflow.engine.lease import LeaseKeeper
 from redflow.engine.limits import FlowSweeper, limited_names
 from redflow.engine.loops import BACKOFF_MAX_S, CronScheduler, Loop, Promoter, Reaper
@@ -46,11 +38,12 @@ from redflow.engine.observers import Observers, global_observers
 from redflow.engine.parking import ScheduledEvents
 from redflow.engine.retention import RetentionCleaner
 from redflow.engine.sweeper import OrphanSweeper
-from redflow.registry import Registry, get_default_registry
 from redflow.store.connection import create_redis, resolve_default_retention, resolve_prefix, resolve_refuse_evicting
 from redflow.store.memory import check_eviction_policy
 from redflow.store.mux_connection import Connection, shared_connections
+from redflow.store.port import Store
 from redflow.store.slot_connection import ClusterSlotConnection, SlotConnection, slot_connection
+from redflow.store.targets import Targets
 
 log = logging.getLogger("redflow.worker")
 
@@ -123,31 +116,17 @@ class Worker:
         self._is_default_client = False
         self._slots: list[gevent.Greenlet] = []
         self._slot_conns: list[Connection] = []
-        self._cursors: list[int] = []
         self._inflight: set[Attempt] = set()
         self._loops: list[Loop] = []
         self.stats: dict[str, int] = dict.fromkeys(("succeeded", "failed", "retried", "canceled", "parked", "abandoned", "skipped"), 0)
-        self.keeper = LeaseKeeper(
-            client.scripts, lease_ms=options.lease_ms, now_ms=client.now_ms, tick_ms=options.cancel_poll_ms, observers=self.observers
-        )
-        self.promoter = Promoter(client, self.queues)
-        self.reaper = Reaper(client, self.queues, options.reaper_interval_ms, observers=self.observers)
-        self.sweeper = OrphanSweeper(client, self.queues, interval_s=options.sweep_interval_s, observers=self.observers)
-        self.flow_sweeper = FlowSweeper(client, self.queues, interval_s=options.sweep_interval_s)
-        self.cron = CronScheduler(client)
-        self.retention = RetentionCleaner(
-            client, default=resolve_default_retention(options.default_retention), interval_s=options.retention_interval_s
-        )
+        self.store = store = client.store  # the engine's port to Redis; handlers get ``client``, over it
         self.id = new_id("worker")
-        self.heartbeat = Heartbeat(
-            client, self.id, self.queues, options.concurrency, self._status,
-            known=registry.__contains__, beat_s=options.heartbeat_s, version=__version__,
-        )  # fmt: skip
-        self.scheduled_events = ScheduledEvents(client, claim_ms=options.lease_ms)
+        self._add_roles(store, client.targets)
+        limited = limited_names(registry)
+        self.claimer = SlotClaimer(store, self.queues, options, limited=limited, observers=self.observers, stopping=self._stopping)
         self.runtime = Runtime(
+            store=store,
             client=client,
-            scripts=client.scripts,
-            keys=client.keys,
             registry=registry,
             queues=frozenset(self.queues),
             lease_ms=options.lease_ms,
@@ -157,8 +136,27 @@ class Worker:
             wake_promoter=self.promoter.wake_for,
             observe=self._observe,
             observers=self.observers,
-            limited=limited_names(registry),
+            limited=limited,
         )
+
+    def _add_roles(self, store: Store, targets: Targets) -> None:
+        """The background roles beside the slots, each working through the store."""
+        options, observers = self.options, self.observers
+        self.keeper = LeaseKeeper(
+            store.scripts, lease_ms=options.lease_ms, now_ms=store.now_ms, tick_ms=options.cancel_poll_ms, observers=observers
+        )
+        self.promoter = Promoter(store, self.queues)
+        self.reaper = Reaper(store, self.queues, options.reaper_interval_ms, observers=observers)
+        self.sweeper = OrphanSweeper(store, self.queues, interval_s=options.sweep_interval_s, observers=observers)
+        self.flow_sweeper = FlowSweeper(store, self.queues, interval_s=options.sweep_interval_s)
+        self.cron = CronScheduler(store, targets)
+        retention = resolve_default_retention(options.default_retention)
+        self.retention = RetentionCleaner(store, default=retention, interval_s=options.retention_interval_s)
+        known, beat_s = self.registry.__contains__, options.heartbeat_s
+        self.heartbeat = Heartbeat(
+            store, self.id, self.queues, options.concurrency, self._status, known=known, beat_s=beat_s, version=VERSION
+        )
+        self.scheduled_events = ScheduledEvents(store, claim_ms=options.lease_ms)
 
     def __repr__(self) -> str:
         return f"Worker(queues={self.queues}, concurrency={self.options.concurrency}, in_flight={self.in_flight})"
@@ -181,16 +179,16 @@ class Worker:
     def start(self) -> Worker:
         if self._started:
             return self
-        check_eviction_policy(self.client.redis, refuse=resolve_refuse_evicting(self.options.refuse_evicting_redis))
+        check_eviction_policy(self.store.redis, refuse=resolve_refuse_evicting(self.options.refuse_evicting_redis))
         self.client.sync_registry(self.registry)
-        self.client.scripts.load_all()  # once, instead of a NOSCRIPT per slot on a fresh Redis
+        self.store.scripts.load_all()  # once, instead of a NOSCRIPT per slot on a fresh Redis
         if not self.queues:
             log.warning("worker has no queues: its registry defines no workflows")
         self._started = True
         # Workflow.run() without a client, inside handlers, talks to this worker's Redis.
         self._is_default_client = set_default_client(self.client, only_if_unset=True)
         self.keeper.start()
-        reload = self.client.scripts.load_all
+        reload = self.store.scripts.load_all
         self.promoter.loop = Loop("promoter", self.promoter.step, self._loops_stop, on_noscript=reload).start()
         self._loops = [
             self.promoter.loop,
@@ -209,11 +207,11 @@ class Worker:
             self._loops.append(Loop("retention", self.retention.step, self._loops_stop, on_noscript=reload).start())
         # Slots share a few pipelined connections for their calls (store/mux_connection.py);
         # each keeps one of its own for blocking claims. All are opened by their first command.
-        shared = shared_connections(self.client.redis, self.options.concurrency) if self.options.share_connections else []
+        shared = shared_connections(self.store.redis, self.options.concurrency) if self.options.share_connections else []
         self._slot_conns.extend(shared)
-        for index in range(self.options.concurrency):
-            self._cursors.append(index % max(1, len(self.queues)))
-            blocking = slot_connection(self.client.redis)
+        for _ in range(self.options.concurrency):
+            index = self.claimer.add_slot()
+            blocking = slot_connection(self.store.redis)
             self._slot_conns.append(blocking)
             slot = gevent.spawn(self._slot, index, shared[index % len(shared)] if shared else blocking, blocking)
             slot.name = f"redflow-slot-{index}"
@@ -276,7 +274,7 @@ class Worker:
                 if attempt is None:
                     if self._stopping.is_set():
                         return
-                    claimed = self._claim(conn, blocking, index)
+                    claimed = self.claimer.claim(index, conn, blocking)
                     if claimed is None:
                         continue
                     streak = 0
@@ -296,64 +294,15 @@ class Worker:
                 self._stopping.wait(backoff)
                 backoff = min(backoff * 2, BACKOFF_MAX_S)
 
-    def _claim(self, conn: Connection, blocking: SlotConnection | ClusterSlotConnection, index: int) -> Claimed | None:
-        """A run of one of the worker's queues, or ``None`` after the blocking timeout.
-
-        A worker of several queues first tries each (claiming and starting in one
-        call), so busy queues don't wait behind empty ones; then it blocks on one."""
-        queues = self.queues
-        if not queues:
-            self._stopping.wait(self.options.blmove_timeout_s)
-            return None
-        count = len(queues)
-        start = self._cursors[index]
-        if count > 1:
-            for offset in range(count):
-                queue = queues[(start + offset) % count]
-                claimed = self._take(conn, queue, 0.0)
-                if claimed is not None:
-                    self._cursors[index] = (start + offset + 1) % count
-                    return claimed
-                if self._stopping.is_set():
-                    return None
-        queue = queues[start % count]
-        self._cursors[index] = (start + 1) % count
-        keys = self.client.keys
-        began = time.monotonic()
-        timeout_s = self.options.blmove_timeout_s
-        run_id = blocking.execute(
-            "BLMOVE", keys.queue_ready(queue), keys.queue_processing(queue), "RIGHT", "LEFT", timeout_s, block_s=timeout_s
-        )
-        if not run_id:
-            return None
-        if run_id == PRIORITY_MARKER:  # stands for the queue's prioritized runs: take the best one
-            return self._take(conn, queue, time.monotonic() - began, marker_moved=True)
-        if self.observers.active:
-            self.observers.on_claim(queue, time.monotonic() - began)
-        return Claimed(queue, run_id, new_id("lease"), claimed_at=time.time())
-
-    def _take(self, conn: Connection, queue: str, waited_s: float, *, marker_moved: bool = False) -> Claimed | None:
-        """Claim and start the next run of ``queue`` in one call (take_run), or None."""
-        token, sent_ms = new_id("lease"), time.monotonic() * 1000.0
-        taken = self.client.scripts.take_run(
-            queue=queue, token=token, lease_ms=self.options.lease_ms, now=self.client.now_ms(), limited=self.runtime.limited,
-            marker_moved=marker_moved, conn=conn,
-        )  # fmt: skip
-        if taken is None:
-            return None
-        if self.observers.active:
-            self.observers.on_claim(queue, waited_s)
-        return Claimed(queue, taken.run_id, token, taken.start, sent_ms, time.time())
-
     def _resync_if_lost(self) -> float:
         """Sync the registry again when its metadata vanished from Redis (a
         Redis restarted without persistence): clients find workflows by name
         and the cron scheduler its triggers there."""
         names = [wf.name for wf in self.registry.list()]
         if names:
-            pipe = self.client.redis.pipeline(transaction=False)
+            pipe = self.store.pipeline()
             for name in names:
-                pipe.exists(self.client.keys.workflow(name))
+                pipe.exists(self.store.keys.workflow(name))
             if not all(pipe.execute()):
                 log.warning("workflow metadata is gone from Redis (restarted without persistence?); syncing the registry again")
                 self.client.sync_registry(self.registry)
@@ -386,9 +335,12 @@ class Worker:
         stats = self.stats
         running = tuple((a.run_id, a.info.workflow) for a in self._inflight)
         return WorkerStatus(
-            busy=len(running), done=stats["succeeded"] + stats["failed"] + stats["canceled"], failed=stats["failed"],
-            stopping=self._stopping.is_set(), running=running,
-        )  # fmt: skip
+            busy=len(running),
+            done=stats["succeeded"] + stats["failed"] + stats["canceled"],
+            failed=stats["failed"],
+            stopping=self._stopping.is_set(),
+            running=running,
+        )
 
     def _observe(self, attempt: Attempt, outcome: Outcome) -> None:
         self.stats[outcome.kind] += 1
@@ -397,16 +349,26 @@ class Worker:
         match outcome:
             case Failed(error):
                 log.warning("run %s failed: %s: %s", attempt.run_id, type(error).__name__, error, extra=extra)
-            case Retrying(error, retry_at):
-                in_s = max(0, retry_at - attempt.now_ms()) / 1000
-                log.info("run %s attempt %d failed (%s); retry in %.2fs", attempt.run_id, attempt.info.attempt, error, in_s, extra=extra)
+            case Retrying(error, delay_ms):
+                log.info(
+                    "run %s attempt %d failed (%s); retry in %.2fs",
+                    attempt.run_id,
+                    attempt.info.attempt,
+                    error,
+                    delay_ms / 1000,
+                    extra=extra,
+                )
             case Canceled():
                 log.info("run %s canceled", attempt.run_id, extra=extra)
             case Abandoned(reason):
                 log.warning("run %s left to another worker (%s)", attempt.run_id, reason, extra=extra)
             case Skipped("missing"):
-                log.warning("queue %r: dropped entry %s: no such run (no run hash, or one without a status)",
-                            attempt.queue, attempt.run_id, extra=extra)  # fmt: skip
+                log.warning(
+                    "queue %r: dropped entry %s: no such run (no run hash, or one without a status)",
+                    attempt.queue,
+                    attempt.run_id,
+                    extra=extra,
+                )
             case _:
                 log.debug("run %s %s", attempt.run_id, outcome.kind, extra=extra)
 

@@ -71,7 +71,7 @@ def describe_wait(run: Run, steps: Sequence[Step]) -> str:
     if run.parked_for == WAIT_EVENT:
         event = f"event {wait.event!r}" if wait is not None and wait.event else "an event"
         match = f" matching {preview(wait.match)}" if wait is not None and wait.match else ""
-        timeout = f", times out {fmt_time(wait.timeout_at / 1000)}" if wait is not None and wait.timeout_at else ""
+        timeout = f", times out {fmt_time(wait.timeout_at_ms / 1000)}" if wait is not None and wait.timeout_at_ms else ""
         return f"waiting for {event}{match} ({step}{timeout})"
     if run.parked_for == WAIT_CHILDREN:
         children = f"its {len(wait.children)} children" if wait is not None else "its children"

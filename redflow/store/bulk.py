@@ -50,13 +50,13 @@ def _each_batch(
                 yield batch
 
 
-def retry_many(search: RunSearch, flt: RunFilter, queues: Sequence[str | None], now_ms: Callable[[], int]) -> int:
+def retry_many(search: RunSearch, flt: RunFilter, queues: Sequence[str | None], clock_ms: Callable[[], int]) -> int:
     """Queue again every failed / canceled run ``flt`` selects; returns how many were."""
     scripts, retried = search.scripts, 0
     for batch in _each_batch(search, flt, _statuses(flt.status, RETRYABLE, "retry_many"), queues):
-        pipe, now = scripts.batch(), now_ms()
+        pipe, now_ms = scripts.batch(), clock_ms()
         for run_id, queue, index_keys in batch:
-            scripts.retry_run(run_id=run_id, queue=queue, now=now, index_keys=index_keys, conn=pipe)
+            scripts.retry_run(run_id=run_id, queue=queue, now_ms=now_ms, index_keys=index_keys, conn=pipe)
         retried += sum(1 for reply in pipe.execute() if reply.accepted)
     return retried
 
@@ -65,7 +65,7 @@ def cancel_many(
     search: RunSearch,
     flt: RunFilter,
     queues: Sequence[str | None],
-    now_ms: Callable[[], int],
+    clock_ms: Callable[[], int],
     reason: str | None = None,
     then: Callable[[list[str]], object] | None = None,
 ) -> int:
@@ -75,10 +75,10 @@ def cancel_many(
     runs once they are (the cancel of their children)."""
     scripts, canceled, error_json = search.scripts, 0, cancel_error_json(reason)
     for batch in _each_batch(search, flt, _statuses(flt.status, CANCELABLE, "cancel_many"), queues):
-        pipe, now = scripts.batch(), now_ms()
+        pipe, now_ms = scripts.batch(), clock_ms()
         for run_id, queue, index_keys in batch:
             scripts.cancel_run(
-                run_id=run_id, queue=queue, now=now, reason=reason or "", error_json=error_json, index_keys=index_keys, conn=pipe
+                run_id=run_id, queue=queue, now_ms=now_ms, reason=reason or "", error_json=error_json, index_keys=index_keys, conn=pipe
             )
         stopped = [run_id for (run_id, _, _), reply in zip(batch, pipe.execute()) if reply in ("canceled", "requested")]
         canceled += len(stopped)

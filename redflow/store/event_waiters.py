@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from redflow.core import codec
 from redflow.core.models import EventWaiter
+from redflow.store.payloads import Payloads
 from redflow.store.scripts import Scripts
 
 #: Replies of ``deliver_event`` after which the entry has no use any more.
@@ -36,26 +36,32 @@ def forget(scripts: Scripts, event: str, waiter: EventWaiter) -> None:
 
 
 def deliver(
-    scripts: Scripts, event: str, payload_json: str, entries: Mapping[str, str], now: int, fired_at: float | None = None
+    scripts: Scripts,
+    payloads: Payloads,
+    event: str,
+    payload_json: str,
+    entries: Mapping[str, str],
+    now_ms: int,
+    fired_at_ms: float | None = None,
 ) -> list[str]:
     """Resolve the waits among ``entries`` (the event's index) whose match the
-    payload satisfies and, for a scheduled event (``fired_at``: its fire time,
-    Redis ms), that began before it fired; returns the ids of the runs it was
-    delivered to."""
-    payload = codec.loads(payload_json, what=f"payload of event {event!r}")
+    payload satisfies and, for a scheduled event (``fired_at_ms``: its fire
+    time, Redis ms), that began before it fired; returns the ids of the runs
+    it was delivered to."""
+    payload = payloads.loads(payload_json, what=f"payload of event {event!r}")
     unreadable: list[tuple[str, str]] = []
     matching: list[tuple[EventWaiter, str]] = []
     for run_id, raw in entries.items():
         waiter = EventWaiter.from_json(run_id, raw)
-        resolved = waiter.resolved(payload_json, now) if waiter is not None else None
+        resolved = waiter.resolved(payload_json, now_ms) if waiter is not None else None
         if waiter is None or resolved is None:
             unreadable.append((run_id, raw))
-        elif (fired_at is None or waiter.began_before(fired_at)) and waiter.accepts(payload):
+        elif (fired_at_ms is None or waiter.began_before(fired_at_ms)) and waiter.accepts(payload):
             matching.append((waiter, resolved))
     batch = scripts.batch()
     for waiter, resolved in matching:
         scripts.deliver_event(
-            run_id=waiter.run_id, queue=waiter.queue, step=waiter.step, waiting=waiter.record, resolved=resolved, now=now, conn=batch
+            run_id=waiter.run_id, queue=waiter.queue, step=waiter.step, waiting=waiter.record, resolved=resolved, now_ms=now_ms, conn=batch
         )
     replies = batch.execute() if matching else []
     ended = unreadable + [(w.run_id, entries[w.run_id]) for (w, _), reply in zip(matching, replies) if reply in _ENDED]

@@ -52,8 +52,13 @@ class Library:
         scripts: Mapping[str, tuple[str, ...]],
         flags: Mapping[str, tuple[str, ...]],
         read: Callable[[str], str],
+        needs: Mapping[str, tuple[str, ...]] | None = None,
     ) -> None:
-        for name, needed in scripts.items():  # a helper may only use helpers defined above it
+        for helper, needed in (needs or {}).items():  # a helper may only use helpers defined above it
+            later = [h for h in needed if h not in helpers[: helpers.index(helper)]]
+            if later:
+                raise ValueError(f"helper {helper} needs {later}, which the library's order {tuple(helpers)} defines after it")
+        for name, needed in scripts.items():
             unknown = [h for h in needed if h not in helpers]
             if unknown:
                 raise ValueError(f"{name}: its helpers {unknown} are not in the library's order {tuple(helpers)}")

@@ -37,9 +37,15 @@ from redflow.store.scripts import Scripts
 
 PAGE = 500
 _READ_FIELDS = (
-    RunField.STATUS, RunField.FINISHED_AT, RunField.WORKFLOW, RunField.TAGS_JSON, RunField.PARKED_FOR, RunField.PARKED_STEP,
-    RunField.PARENT_RUN_ID, RunField.NOTIFY_PARENT,
-)  # fmt: skip
+    RunField.STATUS,
+    RunField.FINISHED_AT,
+    RunField.WORKFLOW,
+    RunField.TAGS_JSON,
+    RunField.PARKED_FOR,
+    RunField.PARKED_STEP,
+    RunField.PARENT_RUN_ID,
+    RunField.NOTIFY_PARENT,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,8 +88,11 @@ def read_runs(redis: Any, keys: Keys, entries: Sequence[tuple[str | None, str]],
         status, finished_at, run_workflow, raw_tags, parked_for, parked_step, parent_id, parent_queue = fields
         run_workflow = run_workflow or (workflow if status is None else "")
         event_step = parked_step if parked_for == WAIT_EVENT and parked_step else None
-        seen.append(Seen(run_id, queue, status, finished_at or "", run_workflow, tags_of(raw_tags), event_step, parent_id or "",
-                         parent_queue or None))  # fmt: skip
+        seen.append(
+            Seen(
+                run_id, queue, status, finished_at or "", run_workflow, tags_of(raw_tags), event_step, parent_id or "", parent_queue or None
+            )
+        )
     return seen
 
 

@@ -204,9 +204,13 @@ class RunSearch:
         while True:
             skipped = examined - len(matches)
             step = self.scripts.search_runs(
-                walk=walk, probes=probes, after=after, wanted=min(wanted - len(matches), CALL_WANTED),
-                skip_budget=min(skip_budget - skipped, CALL_SKIP), batch=SEARCH_BATCH,
-            )  # fmt: skip
+                walk=walk,
+                probes=probes,
+                after=after,
+                wanted=min(wanted - len(matches), CALL_WANTED),
+                skip_budget=min(skip_budget - skipped, CALL_SKIP),
+                batch=SEARCH_BATCH,
+            )
             matches += step.matches
             examined += step.examined
             after = step.last or after

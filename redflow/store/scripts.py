@@ -1,12 +1,10 @@
-"""Every Lua script redflow runs, each with one typed wrapper.
+"""Every Lua script redflow runs (``store/catalog.py``), each with one typed wrapper.
 
-Each multi-key state change that must be atomic is one script, kept in its
-own file under ``store/lua/`` with a header (purpose, KEYS, ARGV, returns).
-:data:`SCRIPTS` is the one list of them: a script's name and the helper
-files (``status``, ``owns``, ``finalize``, ``limits``, ...) it uses. They
-run as one Redis Functions library (:mod:`redflow.store.library`: the
-helpers are defined once per Redis, not on every call), loaded once per
-client and again where Redis lost it; each script touches only the keys its
+A wrapper builds its script's KEYS and ARGV, in the order the script's
+header and ``local`` lines read them (``tests/test_script_args.py`` checks
+every one), from plain arguments or, for the state changes with many
+options, from a request value (``store/requests.py``); its reply comes back
+parsed (``store/replies.py``). Each script touches only the keys its
 wrapper builds (or, for a run a script finds itself, keys of the same hash
 tag), so Redis Cluster needs changes in ``keys.py`` alone.
 
@@ -18,290 +16,48 @@ call is queued and its parsed reply comes from ``batch.execute()``.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from functools import cache
-from importlib import resources
-from typing import Any, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast
 
 from redflow.core.keys import Keys
 from redflow.core.retention import FINISHED_STATUSES
 from redflow.store.batch import Batch
-from redflow.store.library import Library
+from redflow.store.catalog import LIBRARY, SCRIPTS
+from redflow.store.library import LibraryFunction
+from redflow.store.replies import (
+    Claim,
+    Enqueued,
+    Ownership,
+    RetryReply,
+    ScheduledClaim,
+    SearchStep,
+    Settled,
+    StartReply,
+    StepSaved,
+    claim_of,
+    flag,
+    text,
+    texts,
+    truthy,
+)
+from redflow.store.requests import EnqueueRequest, SettleRequest, StartRequest
+
+T = TypeVar("T")
 
 #: How long the wake-up token of a finished run lives: it only matters to
 #: waiters already blocked (they re-read the run at least once a second).
 WAKE_TTL_MS = 60 * 1000
 
-#: Helpers of the scripts that claim and start runs (flow control and priorities included).
-_CLAIM = ("limits", "priority", "start", "claim")
 
-#: Script name -> the helper files it uses, in :data:`HELPER_ORDER`. The one list of scripts.
-SCRIPTS: Mapping[str, tuple[str, ...]] = {
-    "enqueue_run": ("priority",),
-    "start_run": ("status", "waits", "limits", "start"),
-    "take_run": ("status", "waits", *_CLAIM),
-    "settle_run": ("status", "finalize", "terminal_index", "waits", *_CLAIM),
-    "cancel_run": ("status", "finalize", "terminal_index", "limits"),
-    "retry_run": ("status", "terminal_index", "priority"),
-    "promote_run": ("priority",),
-    "unlock": (),
-    "renew_lease": (),
-    "claim_inline": (),
-    "save_step": ("owns",),
-    "confirm_run": ("owns",),
-    "purge_invalid_entries": (),
-    "reap_run": (),
-    "repair_orphan": (),
-    "watch_run": (),
-    "search_runs": (),
-    "purge_run": ("status",),
-    "heal_limit": ("status", "limits"),
-    "ensure_marker": ("priority",),
-    "deliver_event": ("status", "waits"),
-    "child_ended": ("status", "waits"),
-    "forget_waiters": (),
-    "list_child": (),
-    "register_waiter": ("clock",),
-    "claim_scheduled_events": ("clock",),
-    "schedule_event": ("clock",),
-}
+class ScriptConnection(Protocol):
+    """A worker slot's connection (``store/slot_connection.py``, ``mux_connection.py``):
+    it runs a function of the library itself, loading the library where Redis lost it."""
 
+    def run_script(self, script: LibraryFunction, keys: Sequence[Any], args: Sequence[Any]) -> Any: ...
 
-#: The helper files in the order the library defines them: each after those it uses.
-HELPER_ORDER = ("status", "finalize", "terminal_index", "waits", "limits", "priority", "start", "claim", "owns", "clock")
 
-#: Redis Functions flags (a script without flags may write, and a full Redis
-#: refuses it before it runs). ``allow-oom`` goes to the scripts whose first
-#: write is always a deletion, which a full Redis allowed as EVAL scripts
-#: (settling a run, reaping, purging and unlocking go on at ``maxmemory``:
-#: docs/guarantees.md, "A full or evicting Redis"), and to those whose only
-#: writes are a few bytes that waits and recovery need (``watch_run``'s
-#: waiters flag, the entry ``repair_orphan`` and ``ensure_marker`` put back);
-#: ``no-writes`` to those that only read.
-FLAGS: Mapping[str, tuple[str, ...]] = {
-    "settle_run": ("allow-oom",),
-    "save_step": ("allow-oom",),
-    "confirm_run": ("allow-oom",),
-    "claim_inline": ("allow-oom",),
-    "promote_run": ("allow-oom",),
-    "reap_run": ("allow-oom",),
-    "purge_run": ("allow-oom",),
-    "purge_invalid_entries": ("allow-oom",),
-    "forget_waiters": ("allow-oom",),
-    "claim_scheduled_events": ("allow-oom",),
-    "heal_limit": ("allow-oom",),
-    "unlock": ("allow-oom",),
-    "watch_run": ("allow-oom",),
-    "repair_orphan": ("allow-oom",),
-    "ensure_marker": ("allow-oom",),
-    "search_runs": ("no-writes",),
-}
-
-
-@cache
-def _lua(name: str) -> str:
-    return (resources.files("redflow.store") / "lua" / f"{name}.lua").read_text(encoding="utf-8")
-
-
-#: Every script as one library of Redis Functions.
-LIBRARY = Library(helpers=HELPER_ORDER, scripts=SCRIPTS, flags=FLAGS, read=_lua)
-
-
-def script_source(name: str) -> str:
-    """The Lua one script runs: its helpers, then its own file (in the library,
-    every script shares one definition of each helper)."""
-    return "\n".join([*(_lua(helper) for helper in SCRIPTS[name]), _lua(name)])
-
-
-# -- typed replies -------------------------------------------------------------
-
-T = TypeVar("T")
-
-
-def _pairs(flat: Sequence[Any]) -> dict[str, str]:
-    return dict(zip(flat[::2], flat[1::2]))
-
-
-@dataclass(frozen=True, slots=True)
-class Enqueued:
-    """``enqueue_run``: the run was created, or its idempotency key named ``run_id`` already."""
-
-    created: bool
-    run_id: str
-
-    @classmethod
-    def parse(cls, reply: Sequence[str]) -> Enqueued:
-        return cls(reply[0] == "created", reply[1])
-
-
-@dataclass(slots=True)  # made per run: not frozen, whose __init__ costs 3x
-class StartReply:
-    """Starting a claimed run: ``kind`` is ``started`` (with the run's
-    ``fields`` as they were read, and ``steps`` when an earlier attempt may
-    have stored some), ``busy`` (another attempt holds it), ``missing``,
-    ``skip`` (not queued/running: ``status``), ``cancel`` (a cancel is
-    pending), ``held`` (a limit holds it back: ``status`` it waits in, and
-    ``detail`` the ms it is due, or "") or ``admit`` (its limits are to be
-    computed: ``detail`` is its inputJson). ``attempt`` is the attempt number
-    the start made."""
-
-    kind: str
-    status: str = ""
-    workflow: str = ""
-    fields: dict[str, str] = field(default_factory=dict)
-    steps: dict[str, str] = field(default_factory=dict)
-    attempt: int = 0
-    detail: str = ""
-
-    @classmethod
-    def parse(cls, reply: Sequence[Any]) -> StartReply:
-        kind = reply[0]
-        if kind == "started":
-            return cls(kind, fields=_pairs(reply[1]), steps=_pairs(reply[2]), attempt=int(reply[3]))
-        if len(reply) > 2:
-            return cls(kind, status=reply[1], workflow=reply[2] or "", detail=reply[3] if len(reply) > 3 else "")
-        return cls(kind)
-
-
-@dataclass(slots=True)  # made per run: not frozen, whose __init__ costs 3x
-class Claim:
-    """A run a slot claimed and started in the same call (``take_run``, or the
-    next run of a ``settle_run``)."""
-
-    run_id: str
-    start: StartReply
-
-
-def _claim(reply: Sequence[Any]) -> Claim | None:
-    return Claim(reply[0], StartReply.parse(reply[1])) if reply and reply[0] else None
-
-
-@dataclass(slots=True)  # made per run: not frozen, whose __init__ costs 3x
-class Settled:
-    """``settle_run``: the status the run ended in (``scheduled`` for a retry),
-    ``stale`` (another attempt owns it) or ``missing``; and the next run it
-    claimed and started, if it was asked to and the queue had one."""
-
-    status: str
-    next: Claim | None = None
-
-    @classmethod
-    def parse(cls, reply: Sequence[Any]) -> Settled:
-        return cls(reply[0], _claim(reply[1:]))
-
-
-@dataclass(frozen=True, slots=True)
-class RetryReply:
-    """``retry_run``: ``state`` is ``queued`` (a failed/canceled run is queued
-    again), ``requeued`` (an unheld running run went back to ready),
-    ``not_retryable`` or ``missing``; ``previous`` is the status it had."""
-
-    state: str
-    previous: str
-
-    @property
-    def accepted(self) -> bool:
-        return self.state in ("queued", "requeued")
-
-    @classmethod
-    def parse(cls, reply: Sequence[str]) -> RetryReply:
-        return cls(reply[0], reply[1])
-
-
-@dataclass(frozen=True, slots=True)
-class StepSaved:
-    """``save_step``: ``saved``, ``kept`` (a marker found a newer record),
-    ``stale`` (this attempt does not own the run) or ``changed`` (the record
-    was not the expected one: ``current`` is what it holds); and the run's
-    ``cancelRequestedAt`` ("" when none)."""
-
-    state: str
-    cancel_requested_at: str
-    current: str = ""
-
-    @classmethod
-    def parse(cls, reply: Sequence[str]) -> StepSaved:
-        return cls(reply[0], reply[1] or "", reply[2] if len(reply) > 2 else "")
-
-
-@dataclass(frozen=True, slots=True)
-class Ownership:
-    """``confirm_run``: whether the attempt still owns its run, and the run's
-    status and ``cancelRequestedAt`` ("" when none, or the run is gone)."""
-
-    owned: bool
-    status: str
-    cancel_requested_at: str
-
-    @property
-    def canceled(self) -> bool:
-        """Canceled, or asked to be: a cancel request always ends the run canceled."""
-        return self.status == "canceled" or self.cancel_requested_at != ""
-
-    @classmethod
-    def parse(cls, reply: Sequence[str]) -> Ownership:
-        return cls(reply[0] == "owned", reply[1] or "", reply[2] or "")
-
-
-@dataclass(frozen=True, slots=True)
-class SearchStep:
-    """``search_runs``: the matches (id, score) newest first, where the walk
-    stopped (the last entry it examined), whether it reached the end of the
-    index, and how many entries it examined."""
-
-    matches: list[tuple[str, float]]
-    last: tuple[str, str] | None
-    exhausted: bool
-    examined: int
-
-    @classmethod
-    def parse(cls, reply: Sequence[Any]) -> SearchStep:
-        flat, last_id, last_score = reply[0], reply[1], reply[2]
-        matches = [(flat[i], float(flat[i + 1])) for i in range(0, len(flat), 2)]
-        last = (str(last_score), str(last_id)) if last_score not in (None, "") else None
-        return cls(matches, last, bool(reply[3]), int(reply[4]))
-
-
-@dataclass(frozen=True, slots=True)
-class ClaimedEvent:
-    """A due scheduled event this worker took: ``member`` (what it removes once
-    delivered), its fire time (Redis ms) and its ``P:events:scheduled`` entry."""
-
-    member: str
-    fired_at: float
-    entry: str
-
-
-@dataclass(frozen=True, slots=True)
-class ScheduledClaim:
-    """``claim_scheduled_events``: Redis's time, the score of the first entry
-    left (the next fire time or claim end; None when none) and the events taken."""
-
-    now_ms: float
-    next_ms: float | None
-    events: tuple[ClaimedEvent, ...]
-
-    @classmethod
-    def parse(cls, reply: Sequence[Any]) -> ScheduledClaim:
-        flat = [str(part) for part in reply]
-        events = tuple(ClaimedEvent(flat[i], float(flat[i + 1]), flat[i + 2]) for i in range(2, len(flat), 3))
-        return cls(float(flat[0]), float(flat[1]) if flat[1] else None, events)
-
-
-def _text(reply: Any) -> str:
-    return str(reply)
-
-
-def _flag(reply: Any) -> bool:
-    return bool(reply == 1)
-
-
-def _truthy(reply: Any) -> bool:
-    return bool(reply)
-
-
-def _texts(reply: Any) -> list[str]:
-    return [str(entry) for entry in reply]
+#: Where a wrapper sends its call: a slot's connection, a batch (the parsed reply
+#: comes from ``batch.execute()``), or None for the client's pool.
+Conn = Batch | ScriptConnection | None
 
 
 class Scripts:
@@ -321,123 +77,66 @@ class Scripts:
         """Commands and scripts to send together (see :class:`Batch`)."""
         return Batch(self._redis)
 
-    def _call(self, name: str, keys: Sequence[str], args: Sequence[Any], conn: Any, parse: Callable[[Any], T]) -> T:
+    def _call(self, name: str, keys: Sequence[str], args: Sequence[Any], conn: Conn, parse: Callable[[Any], T]) -> T:
         script = self._registered[name]
         if isinstance(conn, Batch):
             conn.run_script(script, keys, args, parse)
             return cast(T, None)  # the parsed reply comes from batch.execute()
-        run_script = getattr(conn, "run_script", None)  # a slot's connection
-        if run_script is not None:
-            return parse(run_script(script, keys, args))
-        return parse(script(keys=keys, args=args, client=conn if conn is not None else self._redis))
+        if conn is not None:  # a slot's connection
+            return parse(conn.run_script(script, keys, args))
+        return parse(script(keys=keys, args=args, client=self._redis))
 
-    def enqueue_run(
-        self,
-        *,
-        run_id: str,
-        workflow: str,
-        queue: str,
-        input_json: str,
-        created_at: int,
-        available_at: int,
-        max_attempts: int,
-        idempotency_key: str | None,
-        idempotency_ttl_s: int,
-        replace_id: str = "",
-        parent_run_id: str = "",
-        extra_fields: Mapping[str, str] | None = None,
-        index_keys: Sequence[str] = (),
-        conn: Any = None,
-    ) -> Enqueued:
-        """``extra_fields``: more fields of the run hash (other clients ignore them);
-        ``index_keys``: more indexes the run joins, scored by createdAt (its tags')."""
-        k = self.keys
+    def enqueue_run(self, request: EnqueueRequest, *, run_id: str, created_at_ms: int, replace_id: str = "", conn: Conn = None) -> Enqueued:
+        """Create run ``run_id`` (``replace_id``: the run its idempotency key may be
+        taken from: failed, canceled or gone). Fields beyond DATA_MODEL.md's go
+        into the hash too (other clients ignore them); its tags' indexes name it."""
+        k, queue, workflow = self.keys, request.queue, request.workflow
         run_key = k.run(run_id, queue)
-        idem_key = k.idempotency(workflow, idempotency_key, queue) if idempotency_key is not None else run_key
+        idempotent = request.idempotency_key is not None
         keys = [
             run_key, k.runs_created(queue), k.runs_status("queued", queue), k.runs_status("scheduled", queue),
-            k.workflow_runs(workflow, queue), k.queue_ready(queue), k.queue_scheduled(queue), idem_key,
-            k.queue_prioritized(queue), k.queue_priority_seq(queue), *index_keys,
+            k.workflow_runs(workflow, queue), k.queue_ready(queue), k.queue_scheduled(queue),
+            k.idempotency(workflow, request.idempotency_key, queue) if request.idempotency_key is not None else run_key,
+            k.queue_prioritized(queue), k.queue_priority_seq(queue),
+            *(k.tag_index_keys(workflow, request.tags, queue) if request.tags else ()),
         ]  # fmt: skip
-        args = [
-            run_id, workflow, queue, input_json, created_at, available_at, max_attempts,
-            "1" if idempotency_key is not None else "0", idempotency_ttl_s, replace_id, parent_run_id,
+        args: list[Any] = [
+            run_id, workflow, queue, request.input_json, created_at_ms, request.available_at_ms, request.max_attempts,
+            "1" if idempotent else "0", request.idempotency_ttl_s, replace_id, request.parent_run_id,
         ]  # fmt: skip
-        if extra_fields:
-            args += [part for pair in extra_fields.items() for part in pair]
+        args += [part for pair in request.hash_fields().items() for part in pair]
         return self._call("enqueue_run", keys, args, conn, Enqueued.parse)
 
-    def start_run(
-        self,
-        *,
-        run_id: str,
-        queue: str,
-        token: str,
-        lease_ms: int,
-        now: int,
-        limited: str = "",
-        limits_json: str = "",
-        conn: Any = None,
-    ) -> StartReply:
-        """Start a run the caller moved into processing itself. ``limited``: the
-        worker's workflows with limits (:func:`redflow.engine.limits.limited_names`);
-        ``limits_json``: the limits the worker computed for a run handed back
-        with ``admit`` ("-" when it has none)."""
-        k = self.keys
-        keys = [k.queue_processing(queue)]
-        args = [run_id, token, lease_ms, now, k.scope(queue), limited, limits_json]
-        return self._call("start_run", keys, args, conn, StartReply.parse)
+    def start_run(self, request: StartRequest, *, conn: Conn = None) -> StartReply:
+        """Start a run the caller moved into processing itself (see :class:`StartRequest`)."""
+        k, r = self.keys, request
+        args = [r.run_id, r.token, r.lease_ms, r.now_ms, k.scope(r.queue), r.limited, r.limits_json]
+        return self._call("start_run", [k.queue_processing(r.queue)], args, conn, StartReply.parse)
 
     def take_run(
-        self, *, queue: str, token: str, lease_ms: int, now: int, limited: str = "", marker_moved: bool = False, conn: Any = None
+        self, *, queue: str, token: str, lease_ms: int, now_ms: int, limited: str = "", marker_moved: bool = False, conn: Conn = None
     ) -> Claim | None:
         """Claim the next run of ``queue`` and start it; None when nothing was started.
         ``marker_moved``: the caller's BLMOVE took the priority marker (it goes back
         to ready and the best prioritized run is taken instead)."""
         k = self.keys
         keys = [k.queue_ready(queue)]
-        args = [token, lease_ms, now, k.scope(queue), k.queue_prefix(queue), limited, "1" if marker_moved else "0"]
-        return self._call("take_run", keys, args, conn, _claim)
+        args = [token, lease_ms, now_ms, k.scope(queue), k.queue_prefix(queue), limited, "1" if marker_moved else "0"]
+        return self._call("take_run", keys, args, conn, claim_of)
 
-    def settle_run(
-        self,
-        *,
-        run_id: str,
-        queue: str,
-        status: str,
-        now: int,
-        token: str,
-        lease_ms: int,
-        output_json: str = "",
-        error_json: str = "",
-        retry_at: int = 0,
-        check_lease: bool = True,
-        cleanup: bool = True,
-        next_token: str = "",
-        index_keys: Sequence[str] = (),
-        limited: str = "",
-        park: Sequence[str] = (),
-        conn: Any = None,
-    ) -> Settled:
-        """Finalize (``status`` terminal), schedule a retry (``status="scheduled"``)
-        or park the run in a durable wait (``status="parked"``, ``park`` the
-        wait: see ``park_run`` in waits.lua). ``check_lease``: also refuse when
-        the lease key is someone else's (the attempt's lease may have lapsed);
-        ``cleanup``: delete fields an earlier attempt left (errorJson,
-        availableAt); ``next_token``: also claim and start the next run of the
-        queue under this lease token; ``index_keys``: the run's failed /
-        canceled index pairs (``Keys.terminal_index_keys``); ``limited``: the
-        workflows with limits this worker knows (limits.lua)."""
-        k = self.keys
-        keys = [k.run(run_id, queue), *index_keys]
+    def settle_run(self, request: SettleRequest, *, conn: Conn = None) -> Settled:
+        """Finalize the run, schedule its retry or park it (see :class:`SettleRequest`)."""
+        k, r = self.keys, request
+        keys = [k.run(r.run_id, r.queue), *r.index_keys]
         args = [
-            run_id, status, now, output_json, error_json, token, WAKE_TTL_MS, retry_at, "1" if check_lease else "0",
-            "1" if cleanup else "0", next_token, lease_ms, k.scope(queue), k.queue_prefix(queue), limited, *park,
+            r.run_id, r.status, r.now_ms, r.output_json, r.error_json, r.token, WAKE_TTL_MS, r.retry_at_ms,
+            "1" if r.check_lease else "0", "1" if r.cleanup else "0", r.next_token, r.lease_ms, k.scope(r.queue),
+            k.queue_prefix(r.queue), r.limited, *r.park,
         ]  # fmt: skip
         return self._call("settle_run", keys, args, conn, Settled.parse)
 
     def cancel_run(
-        self, *, run_id: str, queue: str, now: int, reason: str, error_json: str, index_keys: Sequence[str] = (), conn: Any = None
+        self, *, run_id: str, queue: str, now_ms: int, reason: str, error_json: str, index_keys: Sequence[str] = (), conn: Conn = None
     ) -> str:
         """``canceled`` | ``requested`` | ``terminal`` | ``missing``; ``index_keys`` as for :meth:`settle_run`."""
         k = self.keys
@@ -445,9 +144,9 @@ class Scripts:
             k.run(run_id, queue), *k.all_runs_status(queue), k.run_done(run_id, queue), k.queue_scheduled(queue),
             k.run_lease(run_id, queue), k.queue_processing(queue), k.queue_prioritized(queue), *index_keys,
         ]  # fmt: skip
-        return self._call("cancel_run", keys, [run_id, now, reason, error_json, WAKE_TTL_MS, k.run_prefix(queue)], conn, _text)
+        return self._call("cancel_run", keys, [run_id, now_ms, reason, error_json, WAKE_TTL_MS, k.run_prefix(queue)], conn, text)
 
-    def retry_run(self, *, run_id: str, queue: str, now: int, index_keys: Sequence[str] = (), conn: Any = None) -> RetryReply:
+    def retry_run(self, *, run_id: str, queue: str, now_ms: int, index_keys: Sequence[str] = (), conn: Conn = None) -> RetryReply:
         """``index_keys``: the run's failed / canceled index pairs, which a retried run leaves."""
         k = self.keys
         keys = [
@@ -455,44 +154,44 @@ class Scripts:
             k.run_lease(run_id, queue), k.queue_processing(queue), k.queue_prioritized(queue), k.queue_priority_seq(queue),
             *index_keys,
         ]  # fmt: skip
-        return self._call("retry_run", keys, [run_id, now], conn, RetryReply.parse)
+        return self._call("retry_run", keys, [run_id, now_ms], conn, RetryReply.parse)
 
-    def promote_run(self, *, run_id: str, queue: str, now: int, conn: Any = None) -> str:
+    def promote_run(self, *, run_id: str, queue: str, now_ms: int, conn: Conn = None) -> str:
         """``promoted`` | ``not_due`` | ``missing`` | ``stale``."""
         k = self.keys
         keys = [
             k.run(run_id, queue), k.queue_scheduled(queue), k.runs_status("scheduled", queue), k.runs_status("queued", queue),
             k.queue_ready(queue), k.queue_prioritized(queue), k.queue_priority_seq(queue),
         ]  # fmt: skip
-        return self._call("promote_run", keys, [run_id, now], conn, _text)
+        return self._call("promote_run", keys, [run_id, now_ms], conn, text)
 
-    def renew_run_lease(self, *, run_id: str, queue: str, token: str, lease_ms: int, conn: Any = None) -> bool:
+    def renew_run_lease(self, *, run_id: str, queue: str, token: str, lease_ms: int, conn: Conn = None) -> bool:
         """Whether the run's lease was ours and is renewed."""
-        return self._call("renew_lease", [self.keys.run_lease(run_id, queue)], [token, lease_ms], conn, _truthy)
+        return self._call("renew_lease", [self.keys.run_lease(run_id, queue)], [token, lease_ms], conn, truthy)
 
-    def release_run_lease(self, *, run_id: str, queue: str, token: str, conn: Any = None) -> bool:
+    def release_run_lease(self, *, run_id: str, queue: str, token: str, conn: Conn = None) -> bool:
         """Delete the run's lease if it is ours."""
-        return self._call("unlock", [self.keys.run_lease(run_id, queue)], [token], conn, _flag)
+        return self._call("unlock", [self.keys.run_lease(run_id, queue)], [token], conn, flag)
 
-    def renew_lock(self, *, key: str, token: str, lock_ms: int, conn: Any = None) -> bool:
+    def renew_lock(self, *, key: str, token: str, lock_ms: int, conn: Conn = None) -> bool:
         """Whether the leader lock ``key`` was ours and is renewed."""
-        return self._call("renew_lease", [key], [token, lock_ms], conn, _truthy)
+        return self._call("renew_lease", [key], [token, lock_ms], conn, truthy)
 
-    def release_lock(self, *, key: str, token: str, conn: Any = None) -> bool:
+    def release_lock(self, *, key: str, token: str, conn: Conn = None) -> bool:
         """Delete the leader lock ``key`` if it is ours."""
-        return self._call("unlock", [key], [token], conn, _flag)
+        return self._call("unlock", [key], [token], conn, flag)
 
-    def renew_cron_lock(self, *, token: str, lock_ms: int, conn: Any = None) -> bool:
+    def renew_cron_lock(self, *, token: str, lock_ms: int, conn: Conn = None) -> bool:
         """Whether the cron leader lock was ours and is renewed."""
         return self.renew_lock(key=self.keys.lock_cron(), token=token, lock_ms=lock_ms, conn=conn)
 
-    def release_cron_lock(self, *, token: str, conn: Any = None) -> bool:
+    def release_cron_lock(self, *, token: str, conn: Conn = None) -> bool:
         return self.release_lock(key=self.keys.lock_cron(), token=token, conn=conn)
 
-    def claim_queued_run_for_inline(self, *, run_id: str, queue: str, conn: Any = None) -> bool:
+    def claim_queued_run_for_inline(self, *, run_id: str, queue: str, conn: Conn = None) -> bool:
         k = self.keys
         keys = [k.queue_ready(queue), k.queue_processing(queue), k.run(run_id, queue)]
-        return self._call("claim_inline", keys, [run_id], conn, _flag)
+        return self._call("claim_inline", keys, [run_id], conn, flag)
 
     def save_step(
         self,
@@ -503,37 +202,37 @@ class Scripts:
         name: str,
         step_json: str,
         lease_ms: int,
-        marker_started_at: int | None = None,
+        marker_started_at_ms: int | None = None,
         expected: str = "",
-        conn: Any = None,
+        conn: Conn = None,
     ) -> StepSaved:
         """``expected``: write only while the step's record is exactly this one."""
         k = self.keys
         keys = [k.run_steps(run_id, queue), k.run_lease(run_id, queue), k.run(run_id, queue)]
-        marker = "" if marker_started_at is None else str(marker_started_at)
+        marker = "" if marker_started_at_ms is None else str(marker_started_at_ms)
         return self._call("save_step", keys, [token, name, step_json, marker, lease_ms, expected], conn, StepSaved.parse)
 
-    def confirm_run(self, *, run_id: str, queue: str, token: str, lease_ms: int, conn: Any = None) -> Ownership:
+    def confirm_run(self, *, run_id: str, queue: str, token: str, lease_ms: int, conn: Conn = None) -> Ownership:
         """Whether the attempt of lease ``token`` still owns the run (and keeps its lease if so)."""
         k = self.keys
         return self._call("confirm_run", [k.run_lease(run_id, queue), k.run(run_id, queue)], [token, lease_ms], conn, Ownership.parse)
 
-    def purge_invalid_entries(self, *, queue: str, conn: Any = None) -> list[str]:
+    def purge_invalid_entries(self, *, queue: str, conn: Conn = None) -> list[str]:
         """Remove processing entries that cannot be run ids; returns them (decoded with U+FFFD)."""
-        return self._call("purge_invalid_entries", [self.keys.queue_processing(queue)], [], conn, _texts)
+        return self._call("purge_invalid_entries", [self.keys.queue_processing(queue)], [], conn, texts)
 
-    def reap_run(self, *, run_id: str, queue: str, conn: Any = None) -> bool:
+    def reap_run(self, *, run_id: str, queue: str, conn: Conn = None) -> bool:
         k = self.keys
         keys = [k.queue_processing(queue), k.queue_ready(queue), k.run_lease(run_id, queue)]
-        return self._call("reap_run", keys, [run_id], conn, _flag)
+        return self._call("reap_run", keys, [run_id], conn, flag)
 
-    def repair_orphan(self, *, run_id: str, queue: str, conn: Any = None) -> bool:
+    def repair_orphan(self, *, run_id: str, queue: str, conn: Conn = None) -> bool:
         """Whether the running run was in no list and unleased, and is now in ready."""
         k = self.keys
         keys = [k.run(run_id, queue), k.run_lease(run_id, queue), k.queue_processing(queue), k.queue_ready(queue)]
-        return self._call("repair_orphan", keys, [run_id], conn, _flag)
+        return self._call("repair_orphan", keys, [run_id], conn, flag)
 
-    def watch_run(self, *, run_id: str, queue: str | None, conn: Any = None) -> list[str | None]:
+    def watch_run(self, *, run_id: str, queue: str | None, conn: Conn = None) -> list[str | None]:
         """``[status, outputJson, errorJson, cancelReason, queue]`` of the run, flagging
         an unfinished one as waited for (its finisher then pushes the wake-up token)."""
         return self._call("watch_run", [self.keys.run(run_id, queue)], [], conn, list)
@@ -547,7 +246,7 @@ class Scripts:
         wanted: int,
         skip_budget: int,
         batch: int,
-        conn: Any = None,
+        conn: Conn = None,
     ) -> SearchStep:
         """One bounded step of a filtered listing (see ``store/lua/search_runs.lua``):
         walk index ``walk`` after the cursor ``after`` = (score, id), keeping runs in every ``probes`` index."""
@@ -565,7 +264,7 @@ class Scripts:
         tags: Mapping[str, str] | None = None,
         status: str = "",
         finished_at: str = "",
-        conn: Any = None,
+        conn: Conn = None,
     ) -> str:
         """Delete a finished run and every index entry naming it, if it is still
         the run the caller saw (``status``, ``finished_at``: as read; "" for
@@ -573,58 +272,58 @@ class Scripts:
         (``queue``: the run's queue; only cluster mode needs it)."""
         own = run_own_keys(self.keys, run_id, queue)
         keys = [*own, *run_index_keys(self.keys, queue, workflow, status, tags or {})]
-        return self._call("purge_run", keys, [run_id, len(own), finished_at, workflow, status], conn, _text)
+        return self._call("purge_run", keys, [run_id, len(own), finished_at, workflow, status], conn, text)
 
-    def heal_limit(self, *, held_key: str, queue: str | None, conn: Any = None) -> int:
+    def heal_limit(self, *, held_key: str, queue: str | None, conn: Conn = None) -> int:
         """Count the units of the concurrency limit whose held list is ``held_key``
         again, and move as many held runs back to ready as units are free (how many)."""
         k = self.keys
         keys = [k.limits_held_index(queue), k.runs_status("running", queue)]
         return self._call("heal_limit", keys, [held_key, k.run_prefix(queue)], conn, int)
 
-    def ensure_marker(self, *, queue: str, conn: Any = None) -> bool:
+    def ensure_marker(self, *, queue: str, conn: Conn = None) -> bool:
         """Whether ``queue`` had prioritized runs but no marker, and got one."""
         k = self.keys
         keys = [k.queue_ready(queue), k.queue_processing(queue), k.queue_prioritized(queue)]
-        return self._call("ensure_marker", keys, [], conn, _flag)
+        return self._call("ensure_marker", keys, [], conn, flag)
 
     # -- durable waits and fan-out ---------------------------------------------------
-    def deliver_event(self, *, run_id: str, queue: str, step: str, waiting: str, resolved: str, now: int, conn: Any = None) -> str:
+    def deliver_event(self, *, run_id: str, queue: str, step: str, waiting: str, resolved: str, now_ms: int, conn: Conn = None) -> str:
         """``resumed`` | ``delivered`` | ``done`` | ``pending`` | ``gone`` (see deliver_event.lua)."""
         k = self.keys
         keys = [k.run(run_id, queue), *k.all_runs_status(queue), k.run_steps(run_id, queue), k.queue_scheduled(queue), k.queue_ready(queue)]
-        return self._call("deliver_event", keys, [run_id, step, waiting, resolved, now], conn, _text)
+        return self._call("deliver_event", keys, [run_id, step, waiting, resolved, now_ms], conn, text)
 
-    def child_ended(self, *, child_id: str, parent_id: str, parent_queue: str, now: int, conn: Any = None) -> str:
+    def child_ended(self, *, child_id: str, parent_id: str, parent_queue: str, now_ms: int, conn: Conn = None) -> str:
         """``resumed`` | ``waiting`` | ``noted`` | ``seen`` | ``gone`` (see child_ended.lua)."""
         k = self.keys
         keys = [
             k.run(parent_id, parent_queue), *k.all_runs_status(parent_queue), k.run_children_ended(parent_id, parent_queue),
             k.queue_scheduled(parent_queue), k.queue_ready(parent_queue),
         ]  # fmt: skip
-        return self._call("child_ended", keys, [child_id, parent_id, now], conn, _text)
+        return self._call("child_ended", keys, [child_id, parent_id, now_ms], conn, text)
 
-    def list_child(self, *, children_key: str, child_id: str, now: int, conn: Any = None) -> bool:
+    def list_child(self, *, children_key: str, child_id: str, now_ms: int, conn: Conn = None) -> bool:
         """List ``child_id`` in a parent's children index (``Keys.run_children``),
         if the parent run exists (see list_child.lua)."""
         keys = [self.keys.run_of_children(children_key), children_key]
-        return self._call("list_child", keys, [child_id, now], conn, _flag)
+        return self._call("list_child", keys, [child_id, now_ms], conn, flag)
 
-    def forget_waiters(self, *, event: str, entries: Sequence[tuple[str, str]], conn: Any = None) -> int:
+    def forget_waiters(self, *, event: str, entries: Sequence[tuple[str, str]], conn: Conn = None) -> int:
         """Drop ``(run id, entry or head)`` pairs of ``event``'s waiter index that still hold that entry (or that wait)."""
         return self._call("forget_waiters", [self.keys.event_waiters(event)], [part for pair in entries for part in pair], conn, int)
 
-    def register_waiter(self, *, event: str, run_id: str, head: str, conn: Any = None) -> bool:
+    def register_waiter(self, *, event: str, run_id: str, head: str, conn: Conn = None) -> bool:
         """Put a run's wait (its entry's ``head``) in ``event``'s waiter index, stamped
         with Redis's time; False if that same wait's entry was there (its stamp kept)."""
-        return self._call("register_waiter", [self.keys.event_waiters(event)], [run_id, head], conn, _flag)
+        return self._call("register_waiter", [self.keys.event_waiters(event)], [run_id, head], conn, flag)
 
-    def schedule_event(self, *, entry: str, at_ms: int, conn: Any = None) -> float:
+    def schedule_event(self, *, entry: str, at_ms: int, conn: Conn = None) -> float:
         """Store a scheduled event (its ``P:events:scheduled`` member) to fire at
         ``at_ms``, or now by Redis's clock if that is past; returns its fire time."""
         return self._call("schedule_event", [self.keys.scheduled_events()], [entry, at_ms], conn, float)
 
-    def claim_scheduled_events(self, *, most: int, claim_ms: int, conn: Any = None) -> ScheduledClaim:
+    def claim_scheduled_events(self, *, most: int, claim_ms: int, conn: Conn = None) -> ScheduledClaim:
         """Take up to ``most`` due scheduled events (or ones whose claim ended) for ``claim_ms``."""
         return self._call("claim_scheduled_events", [self.keys.scheduled_events()], [most, claim_ms], conn, ScheduledClaim.parse)
 

@@ -26,22 +26,23 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from redflow.core import clock, codec
 from redflow.core.errors import (
     CanceledError,
-    InputValidationError,
-    OutputSerializationError,
     RedflowError,
     RunFailedError,
-    SerializationError,
     UnknownWorkflowError,
     error_to_json,
 )
-from redflow.core.keys import event_run_idempotency_key, step_workflows_idempotency_key
-from redflow.core.models import STEP_SUCCEEDED, WAIT_CHILDREN, WAIT_SLEEP, EventWaiter, Step
-from redflow.core.retry import is_retryable
-from redflow.engine.context import CancelSignal, OnFailureContext, RunInfo, WorkflowContext
-from redflow.engine.step import RunningStep, StepApi, StepHost, load_step_cache
-from redflow.engine.waits import ParkRequest, ParkRun
-from redflow.handle import RunState
-from redflow.registry import Registry, Workflow, get_default_registry
+from redflow.core.idempotency import event_run_idempotency_key, step_workflows_idempotency_key
+from redflow.core.models import STEP_SUCCEEDED, WAIT_CHILDREN, WAIT_SLEEP, EventWaiter, Step, StepField
+from redflow.core.run_state import RunState
+from redflow.core.workflow_def import Registry, WorkflowDef, get_default_registry
+from redflow.engine.context import WorkflowContext, call_on_failure
+from redflow.engine.decide import Canceled, Failed, HandlerEnd, Parked, Retrying, Succeeded, decide, returned
+from redflow.engine.interrupts import CancelSignal
+from redflow.engine.run_info import RunInfo
+from redflow.engine.step import StepApi, load_step_cache
+from redflow.engine.step_host import RunningStep, StepHost
+from redflow.engine.waits import ParkRequest
+from redflow.store.payloads import PLAIN
 
 if TYPE_CHECKING:
     from redflow.client import RedflowClient
@@ -93,8 +94,10 @@ class InlineRun:
         if self.error is not None:
             raise self.error
         if self.parked is not None:
-            raise RedflowError(f"run {self.id} is parked ({self.parked.reason} in step {self.parked.step!r}): "
-                               "use InlineRunner.emit_event or InlineRunner.advance to resume it")  # fmt: skip
+            raise RedflowError(
+                f"run {self.id} is parked ({self.parked.reason} in step {self.parked.step!r}): "
+                "use InlineRunner.emit_event or InlineRunner.advance to resume it"
+            )
         raise RedflowError(f"run {self.id} did not run (status {self.status!r})")
 
     def outcome(self) -> Any:
@@ -114,8 +117,16 @@ class _InlineClient:
         self._runner = runner
         self._current = current
 
-    def run(self, workflow: Workflow | str, input: Any = None, *, idempotency_key: str | None = None,
-            max_attempts: int | None = None, parent_run_id: str | None = None, **_options: Any) -> InlineRun:  # fmt: skip
+    def run(
+        self,
+        workflow: WorkflowDef | str,
+        input: Any = None,
+        *,
+        idempotency_key: str | None = None,
+        max_attempts: int | None = None,
+        parent_run_id: str | None = None,
+        **_options: Any,
+    ) -> InlineRun:
         """``client.run``: ``queue``, ``delay`` and ``run_at`` are accepted and ignored (it runs now)."""
         return self._runner.start(workflow, input, idempotency_key=idempotency_key, max_attempts=max_attempts, parent=self._current)
 
@@ -130,28 +141,6 @@ class _InlineClient:
             raise RedflowError("schedule_event needs at= (unix seconds)")
         return self._runner.fan_out(self._current, name, payload, idempotency_key, at=at)
 
-    def start_children(self, workflow: Workflow | str, inputs: Sequence[Any], *, parent_run_id: str, parent_queue: str,
-                       step: str) -> list[str]:  # fmt: skip
-        name = self._runner.resolve(workflow).name
-        return [
-            self._runner.start(workflow, value, idempotency_key=step_workflows_idempotency_key(parent_run_id, step, name, index),
-                               parent=self._current).id
-            for index, value in enumerate(inputs)
-        ]  # fmt: skip
-
-    def read_states(self, run_ids: Sequence[str]) -> list[RunState | None]:
-        return [self._runner.state_of(run_id) for run_id in run_ids]
-
-    def register_event_wait(self, event: str, waiter: EventWaiter) -> None:
-        known = self._runner.event_waits.get(waiter.run_id)
-        if known is None or known[0] != event or known[1].head() != waiter.head():  # the same wait keeps its start
-            self._runner.event_waits[waiter.run_id] = (event, replace(waiter, since=self._runner.event_time_ms()))
-
-    def forget_event_wait(self, event: str, waiter: EventWaiter) -> None:
-        known = self._runner.event_waits.get(waiter.run_id)
-        if known is not None and known[0] == event and known[1].head() == waiter.head():
-            del self._runner.event_waits[waiter.run_id]
-
 
 class _InlineAttempt:
     """The attempt ``StepApi`` works for: the attributes and methods it uses, without Redis."""
@@ -162,6 +151,7 @@ class _InlineAttempt:
         self.info = RunInfo(run.id, run.workflow, queue, run.attempt, run.max_attempts)
         self.signal = CancelSignal()  # nothing cancels an inline run from outside
         self.client = _InlineClient(runner, run)
+        self.payloads = PLAIN
         self.running_steps: dict[str, RunningStep] = {}
         self._run = run
 
@@ -196,6 +186,29 @@ class _InlineAttempt:
     def run_child_inline(self, queue: str, child_id: str) -> bool:
         return False  # children already ran when they were started
 
+    def start_children(self, workflow: WorkflowDef | str, inputs: Sequence[Any], step: str) -> list[str]:
+        runner, name = self._runner, self._runner.resolve(workflow).name
+        return [
+            runner.start(
+                workflow, value, idempotency_key=step_workflows_idempotency_key(self.run_id, step, name, index), parent=self._run
+            ).id
+            for index, value in enumerate(inputs)
+        ]
+
+    def read_states(self, run_ids: Sequence[str]) -> list[RunState | None]:
+        return [self._runner.state_of(run_id) for run_id in run_ids]
+
+    def register_event_wait(self, event: str, waiter: EventWaiter) -> None:
+        runner = self._runner
+        known = runner.event_waits.get(waiter.run_id)
+        if known is None or known[0] != event or known[1].head() != waiter.head():  # the same wait keeps its start
+            runner.event_waits[waiter.run_id] = (event, replace(waiter, since=runner.event_time_ms()))
+
+    def forget_event_wait(self, event: str, waiter: EventWaiter) -> None:
+        known = self._runner.event_waits.get(waiter.run_id)
+        if known is not None and known[0] == event and known[1].head() == waiter.head():
+            del self._runner.event_waits[waiter.run_id]
+
 
 def _as_step_host(attempt: _InlineAttempt) -> StepHost:
     """Where mypy checks that the inline attempt implements what steps need."""
@@ -219,7 +232,7 @@ class InlineRunner:
         self._ahead_ms = 0
         self._scheduled_events: list[tuple[float, str, str]] = []  # (fire ms, event, payload JSON)
 
-    def run(self, workflow: Workflow | str, input: Any = None, *, max_attempts: int | None = None) -> InlineRun:
+    def run(self, workflow: WorkflowDef | str, input: Any = None, *, max_attempts: int | None = None) -> InlineRun:
         """Run ``workflow`` to its end (or until it parks) and return the run (see ``InlineRun.result()``)."""
         return self.start(workflow, input, max_attempts=max_attempts)
 
@@ -232,16 +245,24 @@ class InlineRunner:
         event fires (those a few microseconds apart are ordered, as on Redis)."""
         return time.time() * 1000.0 + self._ahead_ms
 
-    def resolve(self, workflow: Workflow | str) -> Workflow:
-        if isinstance(workflow, Workflow):
+    def resolve(self, workflow: WorkflowDef | str) -> WorkflowDef:
+        if not isinstance(workflow, str):
             return workflow
         found = self.registry.get(workflow) if isinstance(workflow, str) else None
         if found is None:
             raise UnknownWorkflowError(str(workflow or ""))
         return found
 
-    def start(self, workflow: Workflow | str, input: Any = None, *, idempotency_key: str | None = None,
-              max_attempts: int | None = None, parent: InlineRun | None = None, at: float | None = None) -> InlineRun:  # fmt: skip
+    def start(
+        self,
+        workflow: WorkflowDef | str,
+        input: Any = None,
+        *,
+        idempotency_key: str | None = None,
+        max_attempts: int | None = None,
+        parent: InlineRun | None = None,
+        at: float | None = None,
+    ) -> InlineRun:
         """Create a run (as ``client.run`` would: input validated, JSON only) and run it unless ``at`` is set."""
         wf = self.resolve(workflow)
         if max_attempts is not None and (not isinstance(max_attempts, int) or max_attempts < 1):
@@ -250,10 +271,7 @@ class InlineRunner:
         existing = self.runs.get(self._keys.get(key, "")) if key else None
         if existing is not None and existing.status not in ("failed", "canceled"):
             return existing
-        try:
-            input_json = codec.dumps(wf.validate(input), what="input")
-        except SerializationError as exc:
-            raise InputValidationError(f"input of workflow {wf.name!r} is not JSON-serializable: {exc}") from exc
+        input_json = PLAIN.input_json(wf.validate(input), wf.name)
         run = InlineRun(f"run_{uuid.uuid4()}", wf.name, codec.loads(input_json), max_attempts or wf.max_attempts)
         self.runs[run.id] = run
         if key:
@@ -267,8 +285,9 @@ class InlineRunner:
             self._execute(wf, run)
         return run
 
-    def _execute(self, wf: Workflow, run: InlineRun, *, resuming: bool = False) -> None:
-        """Attempts until success, a final failure, a cancel or a park; succeeded steps replay."""
+    def _execute(self, wf: WorkflowDef, run: InlineRun, *, resuming: bool = False) -> None:
+        """Attempts until success, a final failure, a cancel or a park; succeeded steps replay
+        (decided as a worker decides: ``engine/decide.py``)."""
         value = wf.validate(run.input)  # the worker validates the stored input again
         while True:
             run.attempt += 0 if resuming else 1
@@ -283,36 +302,42 @@ class InlineRunner:
                 client=cast("RedflowClient", host.client),
             )
             try:
-                output = wf.handler(ctx)  # a step's own OutputSerializationError is not the output's
-                try:
-                    output_json = codec.dumps(output, what="output")
-                except SerializationError as exc:
-                    raise OutputSerializationError(f"Workflow output is not JSON-serializable: {exc}") from exc
-            except ParkRun as park:
-                self._store_wait(run, park.request)
-                if park.request.reason == WAIT_SLEEP:  # fast-forwarded: the clock jumps to the wake time
-                    self._ahead_ms += max(0, park.request.wake_at - self.now_ms())
-                    resuming = True
-                    continue
-                run.status, run.parked = "scheduled", park.request
-                return
-            except CanceledError as exc:
-                run.status, run.error = "canceled", exc
-            except Exception as exc:  # the handler's failure, recorded on the run as a worker would
-                if is_retryable(exc) and run.attempt < run.max_attempts:
-                    continue
-                run.status, run.error = "failed", exc
-                self._on_failure(wf, run, host, value)
-            else:
-                run.status, run.output = "succeeded", codec.loads(output_json)
+                end = returned(wf.handler(ctx), PLAIN)
+            except BaseException as exc:  # noqa: BLE001 - a handler's failure (even SystemExit), decided below
+                end = HandlerEnd(error=exc)
+            match decide(end, host.info, wf):
+                case Parked(request):
+                    if self._park(run, request):
+                        resuming = True
+                        continue
+                    return
+                case Retrying():
+                    continue  # at once: inline runs do not wait the backoff
+                case Canceled(error):
+                    run.status, run.error = "canceled", error
+                case Failed(error):
+                    run.status, run.error = "failed", error
+                    call_on_failure(wf, error, value, host.info)
+                case Succeeded(output_json):
+                    run.status, run.output = "succeeded", codec.loads(output_json)
             self._wake_parent(run)
             return
+
+    def _park(self, run: InlineRun, request: ParkRequest) -> bool:
+        """Park ``run`` as a worker's settle does; whether it goes on at once (a
+        sleep is fast-forwarded: the clock jumps to its wake time)."""
+        self._store_wait(run, request)
+        if request.reason == WAIT_SLEEP:
+            self._ahead_ms += max(0, request.wake_at_ms - self.now_ms())
+            return True
+        run.status, run.parked = "scheduled", request
+        return False
 
     @staticmethod
     def _store_wait(run: InlineRun, request: ParkRequest) -> None:
         """What the settle of a parking attempt stores: the step's waiting record (unless resolved meanwhile)."""
         current = codec.try_loads(run.step_records.get(request.step))
-        if not (isinstance(current, dict) and current.get("status") == STEP_SUCCEEDED):
+        if not (isinstance(current, dict) and current.get(StepField.STATUS) == STEP_SUCCEEDED):
             run.step_records[request.step] = request.record
 
     def _resume(self, run: InlineRun) -> None:
@@ -345,34 +370,24 @@ class InlineRunner:
         """Move the runner's clock on: scheduled events due by then reach their
         waiters, and runs whose wait is due (an event wait's timeout) resume."""
         self._ahead_ms += int(seconds * 1000)
-        now = self.now_ms()
-        due = sorted(event for event in self._scheduled_events if event[0] <= now)
-        self._scheduled_events = [event for event in self._scheduled_events if event[0] > now]
+        now_ms = self.now_ms()
+        due = sorted(event for event in self._scheduled_events if event[0] <= now_ms)
+        self._scheduled_events = [event for event in self._scheduled_events if event[0] > now_ms]
         for fire_ms, name, payload_json in due:
             self._deliver(name, payload_json, fire_ms)
-        parked = sorted((run for run in self.runs.values() if run.parked is not None and run.parked.wake_at <= now),
-                        key=lambda run: run.parked.wake_at if run.parked else 0)  # fmt: skip
+        parked = sorted(
+            (run for run in self.runs.values() if run.parked is not None and run.parked.wake_at_ms <= now_ms),
+            key=lambda run: run.parked.wake_at_ms if run.parked else 0,
+        )
         for run in parked:
             self._resume(run)
-
-    @staticmethod
-    def _on_failure(wf: Workflow, run: InlineRun, host: _InlineAttempt, value: Any) -> None:
-        if wf.on_failure is None or run.error is None:
-            return
-        try:
-            wf.on_failure(OnFailureContext(error=run.error, input=value, run=host.info))
-        except Exception:  # as on a worker: on_failure must not change how the run ended
-            log.exception("on_failure of %s raised; ignored", wf.name)
 
     def fan_out(self, current: InlineRun | None, name: str, payload: Any, idempotency_key: str | None, *, at: float | None) -> list[str]:
         """An event: start (or schedule) one run per workflow subscribed to ``name``, and
         deliver it to the runs waiting for it (now, or when the clock reaches ``at``)."""
         if not name or not isinstance(name, str):
             raise RedflowError("an event needs a non-empty name")
-        try:
-            payload_json = codec.dumps(payload)
-        except SerializationError as exc:
-            raise InputValidationError(f"payload of event {name!r} is not JSON-serializable: {exc}") from exc
+        payload_json = PLAIN.event_json(payload, name)
         if at is None:
             self._deliver(name, payload_json)
         else:
@@ -402,12 +417,12 @@ class InlineRunner:
                     self._resume(run)
 
 
-def run_inline(workflow: Workflow | str, input: Any = None, *, registry: Registry | None = None, max_attempts: int | None = None) -> Any:
+def run_inline(workflow: WorkflowDef | str, input: Any = None, *, registry: Registry | None = None, max_attempts: int | None = None) -> Any:
     """Run ``workflow`` with ``input`` in this greenlet and return its output.
 
     A failed or canceled run raises its error itself. Child workflows and
     event subscribers resolve in ``registry`` (default: the workflow's own
     registry, else the default one) and run inline too. No worker, no Redis."""
-    if registry is None and isinstance(workflow, Workflow):
+    if registry is None and not isinstance(workflow, str):
         registry = workflow.registry
     return InlineRunner(registry).run(workflow, input, max_attempts=max_attempts).result()

@@ -22,6 +22,7 @@ piece of the engine's own bookkeeping has to be trusted:
 from __future__ import annotations
 
 import collections
+import dataclasses
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -84,10 +85,10 @@ def watched(client: Any) -> Any:
     enqueue, run_many = client.scripts.enqueue_run, client.run_many
     bulk = [False]
 
-    def enqueue_flagged(**kwargs: Any) -> Any:
+    def enqueue_flagged(request: Any, **kwargs: Any) -> Any:
         every_other = bulk[0] and kwargs["run_id"][-1] in "02468ace"
-        extra = dict(kwargs.pop("extra_fields", None) or {})  # a feature's own fields (a fan-out child's) stay
-        return enqueue(**kwargs, extra_fields=extra if every_other else {**extra, "waiters": "1"})
+        flagged = request if every_other else dataclasses.replace(request, fields={**request.fields, "waiters": "1"})
+        return enqueue(flagged, **kwargs)
 
     def run_many_half_flagged(*args: Any, **kwargs: Any) -> Any:
         bulk[0] = True

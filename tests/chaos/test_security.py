@@ -91,6 +91,15 @@ DESERIALIZERS = {"pickle", "_pickle", "cPickle", "marshal", "shelve", "dill", "c
 EVALUATORS = {"eval", "exec", "compile", "__import__"}
 
 
+#: The modules that import a module by a name they compute, and why that name is safe.
+COMPUTED_IMPORTS = {
+    "redflow/__init__.py": "the lazy public names, from its own table",
+    "redflow/ops/cli/parser.py": "the CLI's command modules, from COMMAND_MODULES",
+    "redflow/ops/cli/worker.py": "the app the operator names with -A (as Celery's -A)",
+    "redflow/contrib/django/apps.py": "the Django checks module, a constant",
+}
+
+
 def redflow_sources() -> list[Path]:
     return sorted((ROOT / "redflow").rglob("*.py"))
 
@@ -111,14 +120,14 @@ def test_redflow_never_imports_a_deserializer_of_objects_nor_evaluates_code():
                 called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
                 if called in EVALUATORS and not (isinstance(func, ast.Attribute) and called == "compile"):
                     found.append(f"{path.name}:{node.lineno} calls {called}()")
-                if called == "import_module" and path.name not in ("__init__.py", "cli.py"):
+                if called == "import_module" and str(path.relative_to(ROOT)) not in COMPUTED_IMPORTS:
                     found.append(f"{path.name}:{node.lineno} imports a module by a computed name")
     assert len(redflow_sources()) > 10 and found == []
 
 
 def lua_scripts() -> dict[str, str]:
     """Every Lua script redflow runs, with its helpers (redflow/store/lua/*.lua)."""
-    from redflow.store.scripts import SCRIPTS, script_source
+    from redflow.store.catalog import SCRIPTS, script_source
 
     return {name: script_source(name) for name in SCRIPTS}
 

@@ -14,7 +14,9 @@ from redflow.core.keys import Keys
 from redflow.ops.dashboard import serve
 from redflow.ops.views.stats import workflow_stats
 from redflow.ops.views.workers import list_workers
-from redflow.store.scripts import LIBRARY, Scripts
+from redflow.store.catalog import LIBRARY
+from redflow.store.requests import EnqueueRequest, SettleRequest, StartRequest
+from redflow.store.scripts import Scripts
 
 #: A reply of each script's shape, for the recorder.
 _REPLIES = {
@@ -47,14 +49,14 @@ def test_every_script_touches_keys_of_one_slot_in_cluster_mode():
     common = {"run_id": "run_1", "queue": "emails"}
     tags = {"customer": "42"}
     terminal = keys.terminal_index_keys("wf", tags, "emails")
-    scripts.enqueue_run(**common, workflow="wf", input_json="{}", created_at=1, available_at=0, max_attempts=3,
-                        idempotency_key="k", idempotency_ttl_s=10, index_keys=keys.tag_index_keys("wf", tags, "emails"))  # fmt: skip
-    scripts.start_run(**common, token="t", lease_ms=1000, now=1)
-    scripts.take_run(queue="emails", token="t", lease_ms=1000, now=1)
-    scripts.settle_run(**common, status="succeeded", now=1, token="t", lease_ms=1000, next_token="t2", index_keys=terminal)
-    scripts.cancel_run(**common, now=1, reason="", error_json="", index_keys=terminal)
-    scripts.retry_run(**common, now=1, index_keys=terminal)
-    scripts.promote_run(**common, now=1)
+    scripts.enqueue_run(EnqueueRequest("wf", "emails", "{}", 3, idempotency_key="k", idempotency_ttl_s=10, tags=tags),
+                        run_id="run_1", created_at_ms=1)  # fmt: skip
+    scripts.start_run(StartRequest("run_1", "emails", "t", 1000, 1))
+    scripts.take_run(queue="emails", token="t", lease_ms=1000, now_ms=1)
+    scripts.settle_run(SettleRequest("run_1", "emails", "succeeded", "t", 1000, 1, next_token="t2", index_keys=terminal))
+    scripts.cancel_run(**common, now_ms=1, reason="", error_json="", index_keys=terminal)
+    scripts.retry_run(**common, now_ms=1, index_keys=terminal)
+    scripts.promote_run(**common, now_ms=1)
     scripts.claim_queued_run_for_inline(**common)
     scripts.save_step(**common, token="t", name="s", step_json="{}", lease_ms=1000)
     scripts.confirm_run(**common, token="t", lease_ms=1000)
@@ -67,9 +69,9 @@ def test_every_script_touches_keys_of_one_slot_in_cluster_mode():
     scripts.ensure_marker(queue="emails")
     # durable waits: a park (its steps and children-ended keys are the run key + a suffix), a delivery,
     # a child's end reported to its parent on another queue, the event index
-    scripts.settle_run(**common, status="parked", now=1, token="t", lease_ms=1000, park=["children", "s", "{}", "1", "1", "run_c"])
-    scripts.deliver_event(**common, step="s", waiting="{}", resolved="{}", now=1)
-    scripts.child_ended(child_id="run_1", parent_id="run_p", parent_queue="reports", now=1)
+    scripts.settle_run(SettleRequest("run_1", "emails", "parked", "t", 1000, 1, park=["children", "s", "{}", "1", "1", "run_c"]))
+    scripts.deliver_event(**common, step="s", waiting="{}", resolved="{}", now_ms=1)
+    scripts.child_ended(child_id="run_1", parent_id="run_p", parent_queue="reports", now_ms=1)
     scripts.forget_waiters(event="e", entries=[("run_1", "{}")])
     scripts.register_waiter(event="e", run_id="run_1", head="{")
     scripts.claim_scheduled_events(most=1, claim_ms=1000)

@@ -29,7 +29,7 @@ def test_limits_and_priorities_hold_on_a_cluster(redis_cluster, registry, client
     urgent = client.run(capped, {"c": "d"}, priority=9)  # held too: two run already
     wait_until(lambda: [(f.running, f.limit, f.held) for f in flow_rows(client)] == [(2, 2, 4)])
     worker.flow_sweeper.step()  # heals with the queue's keys: nothing to change
-    FlowSweeper(client, [queue], interval_s=0.01).step()
+    FlowSweeper(client.store, [queue], interval_s=0.01).step()
     gate.set()
     assert sorted(h.result(10) for h in [*handles, urgent]) == sorted("aabbcd")
     assert peak[0] == 2

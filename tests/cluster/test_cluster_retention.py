@@ -73,7 +73,7 @@ def test_children_on_another_slot_stay_while_their_parent_waits_then_follow_thei
     children = client.list_children(handle.id)
     wait_until(lambda: sorted(client.get_run(c).status for c in children) == ["scheduled", *["succeeded"] * 3], timeout=20)
     time.sleep(0.01)  # past the children's retention
-    cleaner = RetentionCleaner(client, default=DEFAULT_RETENTION)
+    cleaner = RetentionCleaner(client.store, default=DEFAULT_RETENTION)
     for _ in range(3):
         cleaner.step()
     assert client.purge(older_than=0) == 0

@@ -182,7 +182,7 @@ def test_the_options_that_come_from_tasks_are_refused(workers, option):
 
 def test_a_bad_worker_option_is_refused_as_redflow_gevent_worker_refuses_it(workers):
     status, output = workers.run("-c", "many")
-    assert status == 2 and "argument -c/--concurrency: invalid int value: 'many'" in output
+    assert status == 2 and "argument -c/--concurrency: not an integer: 'many'" in output
 
 
 def test_an_unknown_backend_is_refused(workers):

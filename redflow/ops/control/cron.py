@@ -19,11 +19,10 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from redflow import cron
 from redflow.client import RedflowClient
-from redflow.core import codec
+from redflow.core import codec, cron
 from redflow.core.errors import RedflowError
-from redflow.core.keys import cron_trigger_idempotency_key
+from redflow.core.idempotency import cron_trigger_idempotency_key
 from redflow.core.models import CronDef
 from redflow.ops.views.crons import cron_entries
 

@@ -32,11 +32,11 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from redflow import __version__
+from redflow.core.enqueue_hooks import add_enqueue_hook, remove_enqueue_hook
 from redflow.core.models import RunField
+from redflow.core.version import VERSION
 from redflow.engine.context import RunInfo
 from redflow.engine.observers import AttemptReport, WorkerObserver, add_global_observer, remove_global_observer
-from redflow.enqueue_hooks import add_enqueue_hook, remove_enqueue_hook
 
 _FAILED_OUTCOMES = frozenset({"failed", "abandoned"})
 
@@ -45,7 +45,7 @@ class Tracing(WorkerObserver):
     """Spans for enqueues (a client hook) and for attempts and steps (a worker observer)."""
 
     def __init__(self, tracer_provider: Any = None) -> None:
-        self.tracer = trace.get_tracer("redflow", __version__, tracer_provider=tracer_provider)
+        self.tracer = trace.get_tracer("redflow", VERSION, tracer_provider=tracer_provider)
         self._propagator = TraceContextTextMapPropagator()
         self._attempts: dict[Any, tuple[str, Any, object]] = {}  # greenlet -> (run id, span, context token)
 

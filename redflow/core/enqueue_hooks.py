@@ -1,8 +1,8 @@
 """Hooks around every enqueue and event emission of every client (tracing: ``redflow.ops.observe.otel``).
 
-Kept apart from the client so that the client's modules (``client``,
-``client_events``) share one list of hooks. No hook registered: an
-enqueue costs nothing more.
+One list of hooks for every enqueue (``store/enqueue.py``) and event
+emission (``client.py``). No hook registered: an enqueue costs nothing more.
+No I/O here: a hook is a context manager the enqueue runs inside.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterError, croniter
@@ -18,10 +18,24 @@ from croniter import CroniterError, croniter
 from redflow.core import codec
 from redflow.core.errors import RedflowError
 
-if TYPE_CHECKING:
-    from redflow.registry import CronTrigger
-
 _UNIX_FIELDS = 5
+
+
+class TriggerDef(Protocol):
+    """What defines a cron trigger (``redflow.registry.CronTrigger``): its id is a hash of it."""
+
+    @property
+    def expression(self) -> str: ...
+    @property
+    def timezone(self) -> str | None: ...
+    @property
+    def id(self) -> str | None: ...
+    @property
+    def has_input(self) -> bool: ...
+    @property
+    def input(self) -> Any: ...
+    @property
+    def run_input(self) -> Any: ...
 
 
 def _seconds_first(expression: str) -> bool:
@@ -58,7 +72,7 @@ def _digest(obj: dict[str, Any]) -> str:
     return hashlib.sha256(codec.dumps(obj).encode()).hexdigest()[:24]
 
 
-def cron_trigger_id(workflow: str, trigger: CronTrigger) -> str:
+def cron_trigger_id(workflow: str, trigger: TriggerDef) -> str:
     """``cron_user_<h>`` for a declared id, else ``cron_auto_<h>`` of what defines it."""
     if trigger.id:
         return "cron_user_" + _digest({"workflowName": workflow, "userId": trigger.id})

@@ -1,0 +1,208 @@
+"""A run as stored: the fields of its hash (and of a workflow's metadata and a
+trigger's definition), and :class:`Run` as Python reads it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from redflow.core import codec
+from redflow.core.clock import ms_to_s
+from redflow.core.errors import CorruptDataError
+from redflow.core.keys import RUN_STATUSES, TERMINAL_STATUSES
+from redflow.core.tags import tags_of
+
+
+@dataclass(frozen=True, slots=True)
+class Unreadable:
+    """A stored payload (input, output, error, step record) that does not decode:
+    not JSON, or nested deeper than the decoder goes (1,024 levels).
+
+    It stands in for the value so that one bad run fails neither a listing nor
+    its own page; ``raw`` is the stored text, ``reason`` the decoder's word.
+    """
+
+    raw: str
+    reason: str
+
+
+def decoded(raw: str, what: str) -> Any:
+    """The JSON value of ``raw``, or :class:`Unreadable` when it does not decode."""
+    try:
+        return codec.loads(raw, what=what)
+    except CorruptDataError as exc:
+        return Unreadable(raw, str(exc.__cause__ or exc))
+
+
+class RunField:
+    """Fields of the run hash ``P:run:<id>``."""
+
+    WORKFLOW = "workflow"
+    QUEUE = "queue"
+    STATUS = "status"
+    INPUT_JSON = "inputJson"
+    ATTEMPT = "attempt"
+    MAX_ATTEMPTS = "maxAttempts"
+    CREATED_AT = "createdAt"
+    AVAILABLE_AT = "availableAt"
+    STARTED_AT = "startedAt"
+    FINISHED_AT = "finishedAt"
+    OUTPUT_JSON = "outputJson"
+    ERROR_JSON = "errorJson"
+    CANCEL_REQUESTED_AT = "cancelRequestedAt"
+    CANCEL_REASON = "cancelReason"
+    PARENT_RUN_ID = "parentRunId"
+    # redflow-gevent extensions (issue 18): other clients ignore them
+    TAGS_JSON = "tagsJson"
+    TRACEPARENT = "traceparent"
+    TRACESTATE = "tracestate"
+    # flow control (redflow-gevent extension; see redflow/core/flow.py)
+    PRIORITY = "priority"
+    LIMITS_JSON = "limitsJson"
+    HELD_BY = "heldBy"
+    # redflow-gevent extensions (other clients ignore them)
+    #: A run parked by a durable wait (``scheduled``): what it waits for
+    #: (sleep | event | children) and in which step; cleared when it resumes.
+    PARKED_FOR = "parkedFor"
+    PARKED_STEP = "parkedStep"
+    #: Children of a parked ``run_workflows`` that had not ended when it parked.
+    AWAITING_CHILDREN = "awaitingChildren"
+    #: On a ``run_workflows`` child: its parent's queue (whoever ends it reports that to the parent).
+    NOTIFY_PARENT = "notifyParent"
+    #: ``ctx.progress(value)``: the latest value, JSON.
+    PROGRESS_JSON = "progressJson"
+
+
+class WorkflowField:
+    """Fields of the workflow metadata hash ``P:workflow:<name>``."""
+
+    NAME = "name"
+    QUEUE = "queue"
+    MAX_ATTEMPTS = "maxAttempts"
+    UPDATED_AT = "updatedAt"
+    CRON_JSON = "cronJson"
+    CRON_IDS_JSON = "cronIdsJson"
+    EVENT_JSON = "eventJson"
+    EVENT_IDS_JSON = "eventIdsJson"
+    #: redflow-gevent extension: the workflow's retention (:func:`retention_json`).
+    RETENTION_JSON = "retentionJson"
+    #: the workflow-wide concurrency limit (the asyncio package's field)
+    MAX_CONCURRENCY = "maxConcurrency"
+    #: what views show of its limits (redflow-gevent extension)
+    LIMITS_JSON = "limitsJson"
+
+
+class TriggerField:
+    """Fields of a stored trigger definition (``P:cron:def`` and ``P:event:def`` values, JSON)."""
+
+    ID = "id"
+    WORKFLOW = "workflow"
+    QUEUE = "queue"
+    EVENT = "event"
+    EXPRESSION = "expression"
+    TIMEZONE = "timezone"
+    INPUT_JSON = "inputJson"
+
+
+def int_field(fields: Mapping[str, str], name: str, *, what: str, default: int | None = None) -> int | None:
+    """An integer field; empty or absent gives ``default``; anything else not an int is corrupt."""
+    raw = fields.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except (TypeError, ValueError):
+        try:
+            as_float = float(raw)
+        except (TypeError, ValueError):
+            raise CorruptDataError(f"{what}: field {name!r} is not an integer: {raw!r}") from None
+        if as_float != as_float or as_float in (float("inf"), float("-inf")):
+            raise CorruptDataError(f"{what}: field {name!r} is not finite: {raw!r}") from None
+        return int(as_float)
+
+
+def max_attempts_of(fields: Mapping[str, str], *, what: str) -> int:
+    """``maxAttempts`` of a run hash; a missing field means 1 (as the seed worker reads it)."""
+    return max(1, int_field(fields, RunField.MAX_ATTEMPTS, what=what, default=1) or 1)
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """A run as read from ``P:run:<id>``."""
+
+    id: str
+    workflow: str
+    queue: str
+    status: str
+    input: Any
+    output: Any
+    error: dict[str, Any] | None
+    attempt: int
+    max_attempts: int
+    created_at: float | None
+    available_at: float | None
+    started_at: float | None
+    finished_at: float | None
+    cancel_requested_at: float | None
+    cancel_reason: str | None
+    parent_run_id: str | None
+    tags: dict[str, str] = field(default_factory=dict)
+    progress: Any = None
+    #: While parked in a durable wait: ``sleep``, ``event`` or ``children``, and the step's name.
+    parked_for: str | None = None
+    parked_step: str | None = None
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+    @classmethod
+    def from_hash(cls, run_id: str, fields: Mapping[str, str]) -> Run:
+        """Parse a run hash; :class:`CorruptDataError` naming the field if it is not valid."""
+        what = f"run {run_id}"
+        status = fields.get(RunField.STATUS, "")
+        if status not in RUN_STATUSES:
+            raise CorruptDataError(f"{what}: unknown status {status!r}")
+        workflow = fields.get(RunField.WORKFLOW, "")
+        if not workflow:
+            raise CorruptDataError(f"{what}: no workflow name")
+
+        def ms(name: str) -> float | None:
+            value = int_field(fields, name, what=what)
+            return None if value is None or value <= 0 else ms_to_s(value)
+
+        def json_field(name: str) -> Any:
+            raw = fields.get(name)
+            return None if raw is None or raw == "" else decoded(raw, f"{what} {name}")
+
+        error = json_field(RunField.ERROR_JSON)
+        if isinstance(error, Unreadable):
+            error = unreadable_error(error)
+        return cls(
+            id=run_id,
+            workflow=workflow,
+            queue=fields.get(RunField.QUEUE, "") or "default",
+            status=status,
+            input=json_field(RunField.INPUT_JSON),
+            output=json_field(RunField.OUTPUT_JSON),
+            error=error if isinstance(error, dict) or error is None else {"message": str(error)},
+            attempt=int_field(fields, RunField.ATTEMPT, what=what, default=0) or 0,
+            max_attempts=max_attempts_of(fields, what=what),
+            created_at=ms(RunField.CREATED_AT),
+            available_at=ms(RunField.AVAILABLE_AT),
+            started_at=ms(RunField.STARTED_AT),
+            finished_at=ms(RunField.FINISHED_AT),
+            cancel_requested_at=ms(RunField.CANCEL_REQUESTED_AT),
+            cancel_reason=fields.get(RunField.CANCEL_REASON) or None,
+            parent_run_id=fields.get(RunField.PARENT_RUN_ID) or None,
+            tags=dict(tags_of(fields.get(RunField.TAGS_JSON))),
+            progress=json_field(RunField.PROGRESS_JSON),
+            parked_for=fields.get(RunField.PARKED_FOR) or None,
+            parked_step=fields.get(RunField.PARKED_STEP) or None,
+        )
+
+
+def unreadable_error(value: Unreadable) -> dict[str, Any]:
+    """A stored error that does not decode, as an error record that says so."""
+    return {"name": "Unreadable", "message": f"the stored error does not decode: {value.reason}", "raw": value.raw}

@@ -1,0 +1,135 @@
+"""Reading runs: their state, waiting for their end, their hash, steps and progress.
+
+A run is found by id through the locator (its queue, on a cluster). A
+waiter reads the few fields of :class:`~redflow.core.run_state.RunState`
+and wakes on the run's done token, which whoever finishes a waited-for run
+pushes (``watch_run.lua`` flags the run as waited for).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from redflow.core import codec
+from redflow.core.errors import RunNotFoundError, TimeoutError
+from redflow.core.models import Run, RunField, Step, TriggerField, WorkflowField, decoded
+from redflow.core.run_state import STATE_FIELDS, RunState
+from redflow.store.port import Store
+
+WAIT_SLICE_MIN_S = 0.05
+WAIT_SLICE_MAX_S = 1.0
+
+
+def read_state(store: Store, run_id: str, *, watch: bool = False) -> RunState | None:
+    """Status and result of a run; with ``watch``, an unfinished run is also
+    flagged as waited for, so that whoever finishes it wakes its waiters."""
+    found, slot_queue = store.locator.slot_queue(run_id)
+    if not found:
+        return None
+    if watch:
+        reply = store.scripts.watch_run(run_id=run_id, queue=slot_queue)
+    else:
+        reply = store.redis.hmget(store.keys.run(run_id, slot_queue), STATE_FIELDS)
+    return RunState.from_reply(run_id, reply)
+
+
+def read_states(store: Store, run_ids: Sequence[str]) -> list[RunState | None]:
+    """:func:`read_state` of many runs in one round trip (``None`` for a missing run)."""
+    located = [store.locator.slot_queue(run_id) for run_id in run_ids]
+    pipe = store.pipeline()
+    for run_id, (found, queue) in zip(run_ids, located):
+        if found:
+            pipe.hmget(store.keys.run(run_id, queue), STATE_FIELDS)
+    replies = iter(pipe.execute() if len(pipe) else [])
+    return [RunState.from_reply(run_id, next(replies)) if found else None for run_id, (found, _) in zip(run_ids, located)]
+
+
+def wait_for(store: Store, run_id: str, *, timeout_s: float = 30.0, assist: Callable[[RunState], bool] | None = None) -> RunState:
+    """Block until the run is terminal. Wakes on the run's done token the
+    moment a redflow-gevent worker finishes it, and re-reads the hash at
+    growing intervals (50 ms .. 1 s) for runs finished by other clients.
+    ``assist(state) -> bool`` may run a pending run itself (inline child)."""
+    deadline = time.monotonic() + timeout_s
+    slice_s = WAIT_SLICE_MIN_S
+    done_key = ""
+    while True:
+        state = read_state(store, run_id, watch=True)
+        if state is None:
+            raise RunNotFoundError(run_id)
+        if state.is_terminal:
+            return state
+        if assist is not None and assist(state):
+            continue
+        remaining_s = deadline - time.monotonic()
+        if remaining_s <= 0:
+            raise TimeoutError(f"Timed out waiting for run result ({run_id})")
+        done_key = done_key or store.keys.run_done(run_id, state.queue)
+        store.redis.blmove(done_key, done_key, min(remaining_s, slice_s), "RIGHT", "LEFT")
+        slice_s = min(slice_s * 2, WAIT_SLICE_MAX_S)
+
+
+def get_run(store: Store, run_id: str) -> Run | None:
+    key = store.locator.run_key(run_id)
+    fields = store.redis.hgetall(key) if key else None
+    return Run.from_hash(run_id, fields) if fields else None
+
+
+def get_steps(store: Store, run_id: str) -> list[Step]:
+    found, queue = store.locator.slot_queue(run_id)
+    raw = store.redis.hgetall(store.keys.run_steps(run_id, queue)) if found else {}
+    return sorted((Step.from_json(name, value) for name, value in raw.items()), key=lambda s: (s.seq, s.name))
+
+
+def get_progress(store: Store, run_id: str) -> Any:
+    """The latest ``ctx.progress`` value of a run, or ``None``."""
+    key = store.locator.run_key(run_id)
+    raw = store.redis.hget(key, RunField.PROGRESS_JSON) if key else None
+    return None if raw is None or raw == "" else decoded(raw, f"run {run_id} progressJson")
+
+
+def status_counts(store: Store, statuses: Iterable[str], queues: Sequence[str | None]) -> dict[str, int]:
+    """How many runs are in each status (the indexes of ``queues``), in one round trip."""
+    statuses = list(statuses)
+    pipe = store.pipeline()
+    for status in statuses:
+        for queue in queues:
+            pipe.zcard(store.keys.runs_status(status, queue))
+    counts = iter(pipe.execute())
+    return {status: sum(next(counts) for _ in queues) for status in statuses}
+
+
+def known_queues(store: Store) -> list[str]:
+    """Queues named by synced workflows and by cron and event triggers, and
+    (cluster mode) every queue that has had runs. Outside cluster mode a
+    queue only a ``run(queue=...)`` used is not known: finding it would
+    mean scanning the keyspace."""
+    keys = store.keys
+    names = sorted(store.redis.smembers(keys.workflows()))
+    pipe = store.pipeline()
+    for name in names:
+        pipe.hget(keys.workflow(name), WorkflowField.QUEUE)
+    pipe.hvals(keys.cron_def())
+    pipe.hvals(keys.event_def())
+    *workflow_queues, cron_raw, event_raw = pipe.execute()
+    queues = {q for q in workflow_queues if q}
+    for raw in [*cron_raw, *event_raw]:
+        queue = _queue_of_trigger(raw)
+        if queue:
+            queues.add(queue)
+    if keys.cluster:
+        queues.update(store.redis.smembers(keys.queues()))
+    return sorted(queues)
+
+
+def _queue_of_trigger(raw: str) -> str | None:
+    """The queue a stored cron or event definition names, if it can be read."""
+    record = codec.try_loads(raw)
+    queue = record.get(TriggerField.QUEUE) if isinstance(record, dict) else None
+    return queue if isinstance(queue, str) and queue else None
+
+
+def index_queues(store: Store) -> list[str | None]:
+    """The queues whose indexes a listing reads: all of them in cluster mode; outside it, one global index."""
+    return list(known_queues(store)) if store.keys.cluster else [None]

@@ -1,0 +1,197 @@
+"""The replies of the Lua scripts, parsed into small values by their wrappers (``store/scripts.py``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def _pairs(flat: Sequence[Any]) -> dict[str, str]:
+    return dict(zip(flat[::2], flat[1::2]))
+
+
+@dataclass(frozen=True, slots=True)
+class Enqueued:
+    """``enqueue_run``: the run was created, or its idempotency key named ``run_id`` already."""
+
+    created: bool
+    run_id: str
+
+    @classmethod
+    def parse(cls, reply: Sequence[str]) -> Enqueued:
+        return cls(reply[0] == "created", reply[1])
+
+
+@dataclass(slots=True)  # made per run: not frozen, whose __init__ costs 3x
+class StartReply:
+    """Starting a claimed run: ``kind`` is ``started`` (with the run's
+    ``fields`` as they were read, and ``steps`` when an earlier attempt may
+    have stored some), ``busy`` (another attempt holds it), ``missing``,
+    ``skip`` (not queued/running: ``status``), ``cancel`` (a cancel is
+    pending), ``held`` (a limit holds it back: ``status`` it waits in, and
+    ``detail`` the ms it is due, or "") or ``admit`` (its limits are to be
+    computed: ``detail`` is its inputJson). ``attempt`` is the attempt number
+    the start made."""
+
+    kind: str
+    status: str = ""
+    workflow: str = ""
+    fields: dict[str, str] = field(default_factory=dict)
+    steps: dict[str, str] = field(default_factory=dict)
+    attempt: int = 0
+    detail: str = ""
+
+    @classmethod
+    def parse(cls, reply: Sequence[Any]) -> StartReply:
+        kind = reply[0]
+        if kind == "started":
+            return cls(kind, fields=_pairs(reply[1]), steps=_pairs(reply[2]), attempt=int(reply[3]))
+        if len(reply) > 2:
+            return cls(kind, status=reply[1], workflow=reply[2] or "", detail=reply[3] if len(reply) > 3 else "")
+        return cls(kind)
+
+
+@dataclass(slots=True)  # made per run: not frozen, whose __init__ costs 3x
+class Claim:
+    """A run a slot claimed and started in the same call (``take_run``, or the
+    next run of a ``settle_run``)."""
+
+    run_id: str
+    start: StartReply
+
+
+def claim_of(reply: Sequence[Any]) -> Claim | None:
+    """The run a claim took and started, or None."""
+    return Claim(reply[0], StartReply.parse(reply[1])) if reply and reply[0] else None
+
+
+@dataclass(slots=True)  # made per run: not frozen, whose __init__ costs 3x
+class Settled:
+    """``settle_run``: the status the run ended in (``scheduled`` for a retry),
+    ``stale`` (another attempt owns it) or ``missing``; and the next run it
+    claimed and started, if it was asked to and the queue had one."""
+
+    status: str
+    next: Claim | None = None
+
+    @classmethod
+    def parse(cls, reply: Sequence[Any]) -> Settled:
+        return cls(reply[0], claim_of(reply[1:]))
+
+
+@dataclass(frozen=True, slots=True)
+class RetryReply:
+    """``retry_run``: ``state`` is ``queued`` (a failed/canceled run is queued
+    again), ``requeued`` (an unheld running run went back to ready),
+    ``not_retryable`` or ``missing``; ``previous`` is the status it had."""
+
+    state: str
+    previous: str
+
+    @property
+    def accepted(self) -> bool:
+        return self.state in ("queued", "requeued")
+
+    @classmethod
+    def parse(cls, reply: Sequence[str]) -> RetryReply:
+        return cls(reply[0], reply[1])
+
+
+@dataclass(frozen=True, slots=True)
+class StepSaved:
+    """``save_step``: ``saved``, ``kept`` (a marker found a newer record),
+    ``stale`` (this attempt does not own the run) or ``changed`` (the record
+    was not the expected one: ``current`` is what it holds); and the run's
+    ``cancelRequestedAt`` ("" when none)."""
+
+    state: str
+    cancel_requested_at: str
+    current: str = ""
+
+    @classmethod
+    def parse(cls, reply: Sequence[str]) -> StepSaved:
+        return cls(reply[0], reply[1] or "", reply[2] if len(reply) > 2 else "")
+
+
+@dataclass(frozen=True, slots=True)
+class Ownership:
+    """``confirm_run``: whether the attempt still owns its run, and the run's
+    status and ``cancelRequestedAt`` ("" when none, or the run is gone)."""
+
+    owned: bool
+    status: str
+    cancel_requested_at: str
+
+    @property
+    def canceled(self) -> bool:
+        """Canceled, or asked to be: a cancel request always ends the run canceled."""
+        return self.status == "canceled" or self.cancel_requested_at != ""
+
+    @classmethod
+    def parse(cls, reply: Sequence[str]) -> Ownership:
+        return cls(reply[0] == "owned", reply[1] or "", reply[2] or "")
+
+
+@dataclass(frozen=True, slots=True)
+class SearchStep:
+    """``search_runs``: the matches (id, score) newest first, where the walk
+    stopped (the last entry it examined), whether it reached the end of the
+    index, and how many entries it examined."""
+
+    matches: list[tuple[str, float]]
+    last: tuple[str, str] | None
+    exhausted: bool
+    examined: int
+
+    @classmethod
+    def parse(cls, reply: Sequence[Any]) -> SearchStep:
+        flat, last_id, last_score = reply[0], reply[1], reply[2]
+        matches = [(flat[i], float(flat[i + 1])) for i in range(0, len(flat), 2)]
+        last = (str(last_score), str(last_id)) if last_score not in (None, "") else None
+        return cls(matches, last, bool(reply[3]), int(reply[4]))
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedEvent:
+    """A due scheduled event this worker took: ``member`` (what it removes once
+    delivered), its fire time (Redis ms) and its ``P:events:scheduled`` entry."""
+
+    member: str
+    fired_at: float
+    entry: str
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduledClaim:
+    """``claim_scheduled_events``: Redis's time, the score of the first entry
+    left (the next fire time or claim end; None when none) and the events taken."""
+
+    now_ms: float
+    next_ms: float | None
+    events: tuple[ClaimedEvent, ...]
+
+    @classmethod
+    def parse(cls, reply: Sequence[Any]) -> ScheduledClaim:
+        flat = [str(part) for part in reply]
+        events = tuple(ClaimedEvent(flat[i], float(flat[i + 1]), flat[i + 2]) for i in range(2, len(flat), 3))
+        return cls(float(flat[0]), float(flat[1]) if flat[1] else None, events)
+
+
+# -- parsers of plain replies
+
+
+def text(reply: Any) -> str:
+    return str(reply)
+
+
+def flag(reply: Any) -> bool:
+    return bool(reply == 1)
+
+
+def truthy(reply: Any) -> bool:
+    return bool(reply)
+
+
+def texts(reply: Any) -> list[str]:
+    return [str(entry) for entry in reply]

@@ -1,0 +1,103 @@
+"""Request values: the options one state change carries down to its script.
+
+An enqueue or a settle collects its options where they are decided (the
+client, an attempt) and hands them to the script wrapper as one slotted
+dataclass, which spells them as the script's KEYS and ARGV
+(``store/scripts.py``); a new option is a field here and a line in the
+script. Per-run values on the worker's hot path are plain slotted
+dataclasses: a frozen one's ``__init__`` costs three times as much.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from redflow.core.models import RunField
+from redflow.core.tags import tags_json
+
+#: How long an idempotency key names its run, by default (seconds).
+IDEMPOTENCY_TTL_S = 7 * 24 * 3600
+
+
+@dataclass(slots=True)
+class EnqueueRequest:
+    """One run to create (``enqueue_run.lua``)."""
+
+    workflow: str
+    queue: str
+    input_json: str
+    max_attempts: int
+    #: When it may start, Redis epoch ms (0: now).
+    available_at_ms: int = 0
+    #: The same key (per workflow) gives the same run while the key lives.
+    idempotency_key: str | None = None
+    idempotency_ttl_s: int = IDEMPOTENCY_TTL_S
+    parent_run_id: str = ""
+    #: A ``run_workflows`` child: its parent's queue, which whoever ends the child tells.
+    notify_parent: str = ""
+    #: 0..9: within its queue, a waiting run of higher priority starts first.
+    priority: int = 0
+    #: The limits its workflow puts on it (``core/flow.py``); "" when none or not known here.
+    limits_json: str = ""
+    tags: Mapping[str, str] | None = None
+    #: More fields of the run hash (an enqueue hook's trace context); other clients ignore them.
+    fields: Mapping[str, str] = field(default_factory=dict)
+
+    def hash_fields(self) -> dict[str, str]:
+        """The run-hash fields beyond the ones every client writes (redflow-gevent extensions)."""
+        extra = dict(self.fields)
+        if self.notify_parent:
+            extra[RunField.NOTIFY_PARENT] = self.notify_parent
+        if self.priority:
+            extra[RunField.PRIORITY] = str(self.priority)
+        if self.limits_json:
+            extra[RunField.LIMITS_JSON] = self.limits_json
+        if self.tags:
+            extra[RunField.TAGS_JSON] = tags_json(self.tags)
+        return extra
+
+
+@dataclass(slots=True)
+class StartRequest:
+    """Starting a run the caller moved into processing itself (``start_run.lua``):
+    lease it, mark it running, count the attempt, read its steps."""
+
+    run_id: str
+    queue: str
+    token: str
+    lease_ms: int
+    now_ms: int
+    #: The worker's workflows with limits (``engine/limits.py``).
+    limited: str = ""
+    #: The limits the worker computed for a run handed back with ``admit`` ("-" when it has none).
+    limits_json: str = ""
+
+
+@dataclass(slots=True)
+class SettleRequest:
+    """How an attempt ends (``settle_run.lua``): finalized (``status`` terminal),
+    a retry scheduled (``scheduled``) or parked in a durable wait (``parked``)."""
+
+    run_id: str
+    queue: str
+    status: str
+    token: str
+    lease_ms: int
+    now_ms: int
+    output_json: str = ""
+    error_json: str = ""
+    #: A retry's due time (Redis ms).
+    retry_at_ms: int = 0
+    #: Also refuse when the lease key is someone else's (the attempt's lease may have lapsed).
+    check_lease: bool = True
+    #: Delete fields an earlier attempt left (errorJson, availableAt).
+    cleanup: bool = True
+    #: Also claim and start the next run of the queue under this lease token ("" for none).
+    next_token: str = ""
+    #: The run's failed / canceled index pairs (``Keys.terminal_index_keys``).
+    index_keys: Sequence[str] = ()
+    #: The workflows with limits this worker knows (limits.lua).
+    limited: str = ""
+    #: The wait of a parking run (``park_run`` in waits.lua).
+    park: Sequence[str] = ()

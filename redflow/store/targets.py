@@ -1,0 +1,160 @@
+"""What an enqueue knows of a workflow, and the enqueue requests made from it.
+
+A workflow is started by object or by name. By name, it is looked up in the
+client's registry, then the default one, then in the metadata a worker
+synced to Redis (``P:workflow:<name>``: its queue and attempt budget), read
+at most once per ``meta_ttl_s``. The input is validated (a locally known
+workflow's schema) and encoded here, and so are the limits its workflow
+puts on the run, so that the request the enqueue pipeline gets
+(``store/enqueue.py``) is complete.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from redflow.core.errors import RedflowError, UnknownWorkflowError
+from redflow.core.flow import check_priority, limits_spec
+from redflow.core.idempotency import step_workflows_idempotency_key
+from redflow.core.keys import Keys
+from redflow.core.models import RunField, WorkflowField, max_attempts_of
+from redflow.core.workflow_def import Registry, WorkflowDef, get_default_registry
+from redflow.store.payloads import Payloads
+from redflow.store.requests import IDEMPOTENCY_TTL_S, EnqueueRequest
+
+#: How long a workflow's synced metadata (queue, max attempts) is reused before
+#: it is read again, so that an enqueue by name is one round trip. Safe: the
+#: metadata only chooses where a new run waits and its attempt budget, both
+#: fixed at enqueue; a deploy that changes them is seen within this time,
+#: which only widens the window a deploy has anyway (runs enqueued just
+#: before it keep the old values). An unknown name is never cached.
+WORKFLOW_META_TTL_S = 5.0
+#: How long a ``run_workflows`` child's idempotency key lives, as ``client.run``'s.
+CHILD_IDEMPOTENCY_TTL_S = IDEMPOTENCY_TTL_S
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """What an enqueue needs to know about a workflow (``workflow``: None when known by its metadata only)."""
+
+    name: str
+    queue: str
+    max_attempts: int
+    workflow: WorkflowDef | None
+
+
+class Targets:
+    """Workflows resolved for enqueueing, by one client (see the module docstring)."""
+
+    def __init__(self, redis: Any, keys: Keys, payloads: Payloads, registry: Registry | None = None) -> None:
+        self.redis = redis
+        self.keys = keys
+        self.payloads = payloads
+        self.registry = registry
+        self.meta_ttl_s = WORKFLOW_META_TTL_S
+        self._synced: dict[str, tuple[float, Target]] = {}  # name -> (read at, monotonic s; target)
+
+    def forget(self) -> None:
+        """Read synced metadata afresh (this client just stored it)."""
+        self._synced.clear()
+
+    def resolve(self, workflow: WorkflowDef | str) -> Target:
+        """Name, queue and attempts of a workflow: the local registries first, else its synced metadata."""
+        if not isinstance(workflow, str):
+            return Target(workflow.name, workflow.queue, workflow.max_attempts, workflow)
+        if not workflow:
+            raise UnknownWorkflowError("")
+        local = self._local(workflow)
+        if local is not None:
+            return Target(local.name, local.queue, local.max_attempts, local)
+        return self._synced_target(workflow)
+
+    def _local(self, name: str) -> WorkflowDef | None:
+        if self.registry is not None and name in self.registry:
+            return self.registry.get(name)
+        return get_default_registry().get(name)
+
+    def _synced_target(self, name: str) -> Target:
+        """A workflow known only from its synced metadata, read at most once per ``meta_ttl_s``."""
+        now_s = time.monotonic()
+        cached = self._synced.get(name)
+        if cached is not None and now_s - cached[0] < self.meta_ttl_s:
+            return cached[1]
+        queue, max_attempts = self.redis.hmget(self.keys.workflow(name), [WorkflowField.QUEUE, WorkflowField.MAX_ATTEMPTS])
+        if not queue:
+            self._synced.pop(name, None)
+            raise UnknownWorkflowError(name)
+        fields = {RunField.MAX_ATTEMPTS: max_attempts} if max_attempts else {}
+        target = Target(name, queue, max_attempts_of(fields, what=f"workflow {name}"), None)
+        self._synced[name] = (now_s, target)
+        return target
+
+    def prepare(self, target: Target, input: Any) -> tuple[Any, str]:
+        """The validated input and its JSON."""
+        if target.workflow is not None:
+            input = target.workflow.validate(input)
+        return input, self.payloads.input_json(input, target.name)
+
+    def request(
+        self,
+        target: Target,
+        input: Any,
+        *,
+        queue: str | None = None,
+        max_attempts: int | None = None,
+        priority: int = 0,
+        limited: bool = True,
+        **options: Any,
+    ) -> EnqueueRequest:
+        """The request that starts a run of ``target`` with ``input`` (validated
+        and encoded here); ``options``: more fields of :class:`EnqueueRequest`.
+        ``limited``: compute the limits its workflow puts on it (else its first
+        claim does, as for a run another client enqueued)."""
+        value, input_json = self.prepare(target, input)
+        if max_attempts is not None and (not isinstance(max_attempts, int) or max_attempts < 1):
+            raise RedflowError("max_attempts must be an int >= 1")
+        key = options.get("idempotency_key")
+        if key is not None and (not isinstance(key, str) or not key):
+            raise RedflowError("idempotency_key must be a non-empty string")
+        queue = queue or target.queue
+        return EnqueueRequest(
+            target.name,
+            queue,
+            input_json,
+            max_attempts or target.max_attempts,
+            priority=check_priority(priority),
+            limits_json=self._limits_json(target, queue, value) if limited else "",
+            **options,
+        )
+
+    def _limits_json(self, target: Target, queue: str, value: Any) -> str:
+        """The limits the workflow puts on a run (computed here when the workflow is
+        known locally; else the worker computes them when it first claims the run)."""
+        workflow = target.workflow
+        if workflow is None or not workflow.flow.active:
+            return ""
+        return limits_spec(self.keys, target.name, queue, workflow.flow, value)
+
+    def children(
+        self, workflow: WorkflowDef | str, inputs: Sequence[Any], *, parent_run_id: str, parent_queue: str, step: str
+    ) -> list[EnqueueRequest]:
+        """The children of ``step.run_workflows`` (one per input): idempotent per
+        parent, step and index, each telling its parent when it ends. Their limits
+        are computed when they are first claimed: a key function failing on a
+        child's input fails that child, not the parent's step."""
+        target = self.resolve(workflow)
+        return [
+            self.request(
+                target,
+                value,
+                idempotency_key=step_workflows_idempotency_key(parent_run_id, step, target.name, index),
+                idempotency_ttl_s=CHILD_IDEMPOTENCY_TTL_S,
+                parent_run_id=parent_run_id,
+                notify_parent=parent_queue,
+                limited=False,
+            )
+            for index, value in enumerate(inputs)
+        ]
