@@ -15,6 +15,7 @@ from datetime import timedelta
 from typing import Any
 
 from redflow.core.errors import RedflowError
+from redflow.core.interop import NONE, Interop, interop
 from redflow.core.keys import RUN_STATUSES
 from redflow.core.models import EventDef, Run, RunField, Step
 from redflow.core.retention import FINISHED_STATUSES, duration_s
@@ -23,7 +24,7 @@ from redflow.core.tags import validate_tags
 from redflow.core.workflow_def import Registry, WorkflowDef, get_default_registry
 from redflow.handle import RunHandle
 from redflow.store import bulk, children, events, reads
-from redflow.store.connection import close_redis, create_redis, resolve_prefix
+from redflow.store.connection import close_redis, create_redis, resolve_app, resolve_prefix
 from redflow.store.enqueue import enqueue, enqueue_many
 from redflow.store.memory import check_eviction_policy_once
 from redflow.store.port import Store
@@ -38,7 +39,8 @@ class RedflowClient:
     """Talks to one Redis under one prefix; see the client guide (docs/guide/client.md) for what it promises.
 
     ``store``: the :class:`~redflow.store.port.Store` to work through (a worker
-    builds its handlers' client over its own); else one over ``redis`` and ``prefix``."""
+    builds its handlers' client over its own); else one over ``redis`` and ``prefix``
+    with the ``interop`` settings (:func:`create_client`'s ``app``, ``blob_threshold``, ``compat``)."""
 
     def __init__(
         self,
@@ -48,14 +50,15 @@ class RedflowClient:
         registry: Registry | None = None,
         owns_redis: bool = False,
         store: Store | None = None,
+        interop: Interop = NONE,
     ) -> None:
         if store is None:
-            store = Store(create_redis(redis_client=redis), resolve_prefix(prefix))
+            store = Store(create_redis(redis_client=redis), resolve_prefix(prefix), interop=interop)
         self.store = store
         self.redis, self.prefix, self.keys, self.scripts = store.redis, store.prefix, store.keys, store.scripts
         self.clock, self.search = store.clock, store.search
         self.registry = registry
-        self.targets = Targets(store.redis, store.keys, store.payloads, registry)
+        self.targets = Targets(store.redis, store.keys, store.payloads, registry, store.interop)
         self._owns_redis = owns_redis or (redis is not None and store.redis is not redis)
 
     def __repr__(self) -> str:
@@ -337,16 +340,24 @@ def create_client(
     registry: Registry | None = None,
     cluster: bool = False,
     max_connections: int | None = None,
+    app: str | None = None,
+    blob_threshold: int | None = None,
+    compat: str | None = None,
 ) -> RedflowClient:
     """A client for ``url`` (default ``REDIS_URL`` or local; ``redis+cluster://`` and
     ``redis+sentinel://`` URLs work, as does ``cluster=True``) or an existing
     redis-py ``Redis`` / ``RedisCluster``. It pools up to ``max_connections``
-    (default 128, per node on a cluster); past that, greenlets wait for a free one."""
+    (default 128, per node on a cluster); past that, greenlets wait for a free one.
+    Sharing Redis with the asyncio ``redflow`` 0.1.x (docs/interop.md): ``app``
+    (default ``$REDFLOW_APP``) scopes queue names as it does, ``blob_threshold``
+    stores payloads over that many bytes as ``@blob:`` references, and
+    ``compat="redflow-0.1"`` does what its clients and workers need of runs."""
+    settings = interop(resolve_app(app), blob_threshold, compat)
     if redis is not None:
-        client = RedflowClient(redis, prefix=prefix, registry=registry)
+        client = RedflowClient(redis, prefix=prefix, registry=registry, interop=settings)
     else:
         base = create_redis(url, cluster=cluster, max_connections=max_connections)
-        client = RedflowClient(base, prefix=prefix, registry=registry, owns_redis=True)
+        client = RedflowClient(base, prefix=prefix, registry=registry, owns_redis=True, interop=settings)
     check_eviction_policy_once(client.redis)  # an ERROR naming the fix when Redis may evict runs
     return client
 

@@ -20,11 +20,12 @@ import base64
 import binascii
 import gzip
 import hashlib
+import re
 import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from redflow.core.errors import CorruptDataError, MissingBlobError
+from redflow.core.errors import CorruptDataError, MissingBlobError, RedflowError
 
 #: What a stored value that refers to a blob starts with.
 REF_PREFIX = "@blob:"
@@ -45,6 +46,15 @@ class Stored:
     blob: tuple[str, str] | None = None
 
 
+def check_threshold(threshold_bytes: object) -> int | None:
+    """A valid ``blob_threshold`` (bytes, >= 0, or None for never); :class:`RedflowError` otherwise."""
+    if threshold_bytes is None:
+        return None
+    if isinstance(threshold_bytes, bool) or not isinstance(threshold_bytes, int) or threshold_bytes < 0:
+        raise RedflowError(f"blob_threshold must be a number of bytes >= 0 or None, not {threshold_bytes!r}")
+    return threshold_bytes
+
+
 def blob_field_of(stored: str | None) -> str | None:
     """The blob hash field a stored value refers to, or None if it holds its JSON inline."""
     if not stored or not stored.startswith(REF_PREFIX):
@@ -56,6 +66,16 @@ def blob_fields_of(values: Iterable[str | None]) -> list[str]:
     """The distinct blob hash fields some stored values refer to, in order (one HMGET fetches them)."""
     fields = (blob_field_of(value) for value in values)
     return list(dict.fromkeys(field for field in fields if field))
+
+
+#: A reference inside a JSON text (a step record holds its output or error as a JSON string).
+_REF_IN_JSON = re.compile(r'"(@blob:[^"\\]+)"')
+
+
+def refs_in(record: str) -> list[str]:
+    """The ``@blob:`` references a stored record (a step record: its output or
+    error) holds, found without decoding it; none for almost every record."""
+    return _REF_IN_JSON.findall(record) if REF_PREFIX in record else []
 
 
 def field_for(json_text: str) -> str:

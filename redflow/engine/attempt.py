@@ -23,26 +23,14 @@ from redis.exceptions import RedisError
 from redflow.core.errors import CanceledError, RedflowError, UnknownWorkflowError
 from redflow.core.flow import parse_limits
 from redflow.core.keys import TERMINAL_STATUSES, new_id
-from redflow.core.models import EventWaiter, RunField, int_field, max_attempts_of
+from redflow.core.models import OBJECT_RECORDS, EventWaiter, RunField, StepForm, int_field, max_attempts_of
 from redflow.core.run_state import RunState
 from redflow.core.tags import tags_of
 from redflow.core.workflow_def import Registry, WorkflowDef
 from redflow.engine import parking
 from redflow.engine.claim import Claimed
 from redflow.engine.context import WorkflowContext, call_on_failure
-from redflow.engine.decide import (
-    Abandoned,
-    Canceled,
-    Failed,
-    HandlerEnd,
-    Outcome,
-    Parked,
-    Retrying,
-    Skipped,
-    Succeeded,
-    decide,
-    returned,
-)
+from redflow.engine.decide import Abandoned, Canceled, Failed, HandlerEnd, Outcome, Parked, Retrying, Skipped, Succeeded, decide, returned
 from redflow.engine.fence import Fence
 from redflow.engine.interrupts import CANCELED, LEASE_LOST, REDIS_LOST, CancelSignal, HandlerInterrupts, RunInterrupt
 from redflow.engine.lease import Lease, LeaseKeeper
@@ -53,7 +41,7 @@ from redflow.engine.step import StepApi, load_step_cache
 from redflow.engine.step_host import RunningStep
 from redflow.store import event_waiters, reads
 from redflow.store.enqueue import enqueue_children
-from redflow.store.payloads import Payloads
+from redflow.store.payloads import Blobs, Payloads
 from redflow.store.port import Store
 from redflow.store.replies import StartReply
 from redflow.store.requests import SettleRequest, StartRequest
@@ -91,6 +79,8 @@ class Runtime:
     stopping: Callable[[], bool] = field(default=lambda: False)
     #: the worker's workflows with limits, for the start scripts (see engine/limits.py)
     limited: str = ""
+    #: how its steps are recorded (objects; arrays with compat="redflow-0.1")
+    step_form: StepForm = OBJECT_RECORDS
     observe: Callable[[Attempt, Outcome], None] = field(default=lambda attempt, outcome: None)
     observers: Observers = field(default_factory=Observers)
 
@@ -110,6 +100,7 @@ class Attempt:
         self.run_id = run_id = claimed.run_id
         self.client = rt.client
         self.payloads: Payloads = rt.store.payloads
+        self.step_form = rt.step_form
         self.token = claimed.token
         self.info = RunInfo(run_id, "", queue, 0, 1)
         self.signal = CancelSignal()
@@ -165,14 +156,14 @@ class Attempt:
         self._cleanup = RunField.ERROR_JSON in fields or RunField.AVAILABLE_AT in fields or RunField.OUTPUT_JSON in fields
         if RunField.NOTIFY_PARENT in fields:
             self.parent_link = (fields.get(RunField.PARENT_RUN_ID, ""), fields[RunField.NOTIFY_PARENT])
-        prepared = self._prepare(fields, reply.attempt)
+        prepared = self._prepare(fields, reply.attempt, reply.blobs)
         if not isinstance(prepared, tuple):
             return self.settle(prepared)
         workflow, input_value = prepared
         if refused is not None:  # a limit's key function failed on the input: deterministic, so no retry
             call_on_failure(workflow, refused, input_value, self.info, self.log_extra())
             return self.settle(Failed(refused))
-        return self.settle(self._run(workflow, input_value, fields, reply.steps))
+        return self.settle(self._run(workflow, input_value, fields, reply))
 
     def _start(self) -> tuple[StartReply | None, Exception | None]:
         """The start reply (None: the claimed entry is not a run id), and the error
@@ -190,15 +181,15 @@ class Attempt:
     def _start_request(self) -> StartRequest:
         return StartRequest(self.run_id, self.queue, self.token, self.rt.lease_ms, self.now_ms(), self.rt.limited)
 
-    def _run(self, workflow: WorkflowDef, input_value: Any, fields: dict[str, str], raw_steps: dict[str, str]) -> Outcome:
+    def _run(self, workflow: WorkflowDef, input_value: Any, fields: dict[str, str], reply: StartReply) -> Outcome:
         rt = self.rt
         if rt.observers.active:
             rt.observers.on_start(self.run_id, self.info.workflow, self.queue, self.info.attempt)
             rt.observers.on_attempt_begin(self.info, fields)
-        cache, max_seq = load_step_cache(raw_steps)
+        cache, max_seq = load_step_cache(reply.steps)
         rt.keeper.track(self.lease)
         try:
-            return self._run_handler(workflow, input_value, StepApi(self, cache, max_seq))
+            return self._run_handler(workflow, input_value, StepApi(self, cache, max_seq, stored=reply.steps, blobs=reply.blobs))
         finally:
             rt.keeper.untrack(self.lease)
 
@@ -226,8 +217,8 @@ class Attempt:
                 )
             )
 
-    def _prepare(self, fields: dict[str, str], attempt: int) -> tuple[WorkflowDef, Any] | Outcome:
-        """Who runs and with what input; a Failed outcome when that cannot be known."""
+    def _prepare(self, fields: dict[str, str], attempt: int, blobs: Blobs) -> tuple[WorkflowDef, Any] | Outcome:
+        """Who runs and with what input (read through ``blobs``); a Failed outcome when that cannot be known."""
         what = f"run {self.run_id}"
         name = fields.get(RunField.WORKFLOW, "")
         try:
@@ -244,8 +235,8 @@ class Attempt:
             return Failed(UnknownWorkflowError(name))
         try:
             raw = fields.get(RunField.INPUT_JSON) or None
-            input_value = workflow.validate(self.payloads.loads(raw, what=f"{what} inputJson"))
-        except Exception as exc:  # corrupt JSON or a schema's rejection: deterministic, so no retry
+            input_value = workflow.validate(self.payloads.loads_stored(raw, blobs, run_id=self.run_id, field=RunField.INPUT_JSON))
+        except Exception as exc:  # corrupt JSON, a missing blob or a schema's rejection: deterministic, so no retry
             call_on_failure(workflow, exc, None, self.info, self.log_extra())
             return Failed(exc)
         return workflow, input_value
@@ -318,13 +309,13 @@ class Attempt:
             index_keys=self.store.keys.terminal_index_keys(self.info.workflow, self.info.tags, self.queue),
             limited=rt.limited,
         )
-        match outcome:
+        match outcome:  # a payload over the store's blob threshold goes as a @blob: reference and its blob
             case Succeeded(output_json):
-                request.output_json = output_json
+                request.set_output(self.payloads.stored(output_json))
             case Failed(error) | Canceled(error):
-                request.error_json = self.payloads.dumps_error(error)
+                request.set_error(self.payloads.stored(self.payloads.dumps_error(error)))
             case Retrying(error, delay_ms):
-                request.error_json, request.retry_at_ms = self.payloads.dumps_error(error), now_ms + delay_ms
+                request.set_error(self.payloads.stored(self.payloads.dumps_error(error)), retry_at_ms=now_ms + delay_ms)
             case Parked(park):  # a cancel pending meanwhile ends it canceled, with this error
                 request.error_json, request.park = parking.CANCELED_JSON, park.settle_args()
         return request, sent_ms
@@ -380,8 +371,8 @@ class Attempt:
         """Start child runs with ``create`` so that none outlives a cancel of this run (engine/fence.py)."""
         return self.fence.start_children(create, self.interrupts_held)
 
-    def save_step(self, name: str, step_json: str, expected: str = "") -> str | None:
-        """Record a step, fenced by the lease; a pending cancel stops the run here.
+    def save_step(self, name: str, step_json: str, expected: str = "", blob: tuple[str, str] | None = None) -> str | None:
+        """Record a step (and the ``blob`` it refers to), fenced by the lease; a pending cancel stops the run here.
         Redis failing here is the engine's trouble, not the handler's: the
         attempt is abandoned (recovered later), not failed. ``expected``: write
         only over that record; if the step holds another, it is returned."""
@@ -394,6 +385,7 @@ class Attempt:
                 step_json=step_json,
                 lease_ms=self.rt.lease_ms,
                 expected=expected,
+                blob=blob,
                 conn=self.conn,
             )
         except RedisError as exc:

@@ -1,7 +1,7 @@
 """Redis clients: single server, Redis Cluster and Sentinel, from URLs.
 
 The one place environment variables are read (``REDIS_URL``,
-``REDFLOW_PREFIX``, ``REDFLOW_RUN_RETENTION_DAYS``,
+``REDFLOW_PREFIX``, ``REDFLOW_APP``, ``REDFLOW_RUN_RETENTION_DAYS``,
 ``REDFLOW_REFUSE_EVICTING_REDIS``). Every client decodes replies to ``str``
 (hiredis does it in C), so the rest of redflow never sees bytes. URLs:
 
@@ -35,6 +35,13 @@ REFUSE_EVICTING_ENV = "REDFLOW_REFUSE_EVICTING_REDIS"
 # server's thousand greenlets share a bounded pool.
 DEFAULT_MAX_CONNECTIONS = 128
 POOL_WAIT_S = 30.0
+
+
+def resolve_app(app: str | None = None) -> str | None:
+    """An explicit app name wins; else ``REDFLOW_APP`` if not blank (as the asyncio package reads it); else None."""
+    if app is not None:
+        return app
+    return os.environ.get("REDFLOW_APP", "").strip() or None
 
 
 def resolve_prefix(prefix: str | None = None) -> str:

@@ -6,6 +6,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+#: The blobs of a start that read none (shared: never changed).
+_NO_BLOBS: dict[str, str | None] = {}
+
 
 def _pairs(flat: Sequence[Any]) -> dict[str, str]:
     return dict(zip(flat[::2], flat[1::2]))
@@ -32,7 +35,7 @@ class StartReply:
     pending), ``held`` (a limit holds it back: ``status`` it waits in, and
     ``detail`` the ms it is due, or "") or ``admit`` (its limits are to be
     computed: ``detail`` is its inputJson). ``attempt`` is the attempt number
-    the start made."""
+    the start made; ``blobs`` what its input and steps refer to."""
 
     kind: str
     status: str = ""
@@ -41,12 +44,15 @@ class StartReply:
     steps: dict[str, str] = field(default_factory=dict)
     attempt: int = 0
     detail: str = ""
+    #: The run's blob hash fields its input or steps refer to (``@blob:`` references), read by the start.
+    blobs: dict[str, str | None] = field(default_factory=dict)
 
     @classmethod
     def parse(cls, reply: Sequence[Any]) -> StartReply:
         kind = reply[0]
         if kind == "started":
-            return cls(kind, fields=_pairs(reply[1]), steps=_pairs(reply[2]), attempt=int(reply[3]))
+            blobs = dict(zip(reply[4], reply[5])) if len(reply) > 4 else _NO_BLOBS
+            return cls(kind, fields=_pairs(reply[1]), steps=_pairs(reply[2]), attempt=int(reply[3]), blobs=blobs)
         if len(reply) > 2:
             return cls(kind, status=reply[1], workflow=reply[2] or "", detail=reply[3] if len(reply) > 3 else "")
         return cls(kind)

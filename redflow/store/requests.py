@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from redflow.core.blobs import Stored
 from redflow.core.models import RunField
 from redflow.core.tags import tags_json
 
@@ -43,10 +44,17 @@ class EnqueueRequest:
     tags: Mapping[str, str] | None = None
     #: More fields of the run hash (an enqueue hook's trace context); other clients ignore them.
     fields: Mapping[str, str] = field(default_factory=dict)
+    #: ``input_json`` is a ``@blob:`` reference: (blob field, blob value), written with the run.
+    input_blob: tuple[str, str] | None = None
+    #: Also write ``parentRunId`` = "" on a run without a parent, as the asyncio package
+    #: does (compat): then whoever ends it adds its entry to its terminal stream.
+    mark_parent: bool = False
 
     def hash_fields(self) -> dict[str, str]:
         """The run-hash fields beyond the ones every client writes (redflow-gevent extensions)."""
         extra = dict(self.fields)
+        if self.mark_parent and not self.parent_run_id:
+            extra[RunField.PARENT_RUN_ID] = ""
         if self.notify_parent:
             extra[RunField.NOTIFY_PARENT] = self.notify_parent
         if self.priority:
@@ -101,3 +109,13 @@ class SettleRequest:
     limited: str = ""
     #: The wait of a parking run (``park_run`` in waits.lua).
     park: Sequence[str] = ()
+    #: The output or error is a ``@blob:`` reference: (blob field, blob value), written with it.
+    blob: tuple[str, str] | None = None
+
+    def set_output(self, output: Stored) -> None:
+        """The run's output as stored (:meth:`Payloads.stored <redflow.store.payloads.Payloads.stored>`)."""
+        self.output_json, self.blob = output.value, output.blob
+
+    def set_error(self, error: Stored, *, retry_at_ms: int = 0) -> None:
+        """The attempt's error as stored; ``retry_at_ms``: a retry's due time."""
+        self.error_json, self.blob, self.retry_at_ms = error.value, error.blob, retry_at_ms

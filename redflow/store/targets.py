@@ -4,9 +4,12 @@ A workflow is started by object or by name. By name, it is looked up in the
 client's registry, then the default one, then in the metadata a worker
 synced to Redis (``P:workflow:<name>``: its queue and attempt budget), read
 at most once per ``meta_ttl_s``. The input is validated (a locally known
-workflow's schema) and encoded here, and so are the limits its workflow
+workflow's schema) and encoded here (over the store's blob threshold, as a
+``@blob:`` reference and its blob), and so are the limits its workflow
 puts on the run, so that the request the enqueue pipeline gets
-(``store/enqueue.py``) is complete.
+(``store/enqueue.py``) is complete. With an app name (``core/interop.py``),
+queues are scoped as the asyncio ``redflow`` package scopes them: by the
+app in the workflow's metadata, else the client's.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ from typing import Any
 from redflow.core.errors import RedflowError, UnknownWorkflowError
 from redflow.core.flow import check_priority, limits_spec
 from redflow.core.idempotency import step_workflows_idempotency_key
-from redflow.core.keys import Keys
+from redflow.core.interop import NONE, Interop
+from redflow.core.keys import Keys, scope_queue
 from redflow.core.models import RunField, WorkflowField, max_attempts_of
 from redflow.core.workflow_def import Registry, WorkflowDef, get_default_registry
 from redflow.store.payloads import Payloads
@@ -38,22 +42,25 @@ CHILD_IDEMPOTENCY_TTL_S = IDEMPOTENCY_TTL_S
 
 @dataclass(frozen=True, slots=True)
 class Target:
-    """What an enqueue needs to know about a workflow (``workflow``: None when known by its metadata only)."""
+    """What an enqueue needs to know about a workflow (``workflow``: None when known by its metadata only).
+    ``queue`` is scoped by ``app`` (the metadata's, else the client's), and so is a queue an enqueue names."""
 
     name: str
     queue: str
     max_attempts: int
     workflow: WorkflowDef | None
+    app: str | None = None
 
 
 class Targets:
     """Workflows resolved for enqueueing, by one client (see the module docstring)."""
 
-    def __init__(self, redis: Any, keys: Keys, payloads: Payloads, registry: Registry | None = None) -> None:
+    def __init__(self, redis: Any, keys: Keys, payloads: Payloads, registry: Registry | None = None, interop: Interop = NONE) -> None:
         self.redis = redis
         self.keys = keys
         self.payloads = payloads
         self.registry = registry
+        self.interop = interop
         self.meta_ttl_s = WORKFLOW_META_TTL_S
         self._synced: dict[str, tuple[float, Target]] = {}  # name -> (read at, monotonic s; target)
 
@@ -64,13 +71,17 @@ class Targets:
     def resolve(self, workflow: WorkflowDef | str) -> Target:
         """Name, queue and attempts of a workflow: the local registries first, else its synced metadata."""
         if not isinstance(workflow, str):
-            return Target(workflow.name, workflow.queue, workflow.max_attempts, workflow)
+            return self._of(workflow)
         if not workflow:
             raise UnknownWorkflowError("")
         local = self._local(workflow)
         if local is not None:
-            return Target(local.name, local.queue, local.max_attempts, local)
+            return self._of(local)
         return self._synced_target(workflow)
+
+    def _of(self, workflow: WorkflowDef) -> Target:
+        app = self.interop.app
+        return Target(workflow.name, self.interop.queue(workflow.queue), workflow.max_attempts, workflow, app)
 
     def _local(self, name: str) -> WorkflowDef | None:
         if self.registry is not None and name in self.registry:
@@ -83,17 +94,20 @@ class Targets:
         cached = self._synced.get(name)
         if cached is not None and now_s - cached[0] < self.meta_ttl_s:
             return cached[1]
-        queue, max_attempts = self.redis.hmget(self.keys.workflow(name), [WorkflowField.QUEUE, WorkflowField.MAX_ATTEMPTS])
+        fields = [WorkflowField.QUEUE, WorkflowField.MAX_ATTEMPTS, WorkflowField.APP]
+        queue, max_attempts, app = self.redis.hmget(self.keys.workflow(name), fields)
         if not queue:
             self._synced.pop(name, None)
             raise UnknownWorkflowError(name)
-        fields = {RunField.MAX_ATTEMPTS: max_attempts} if max_attempts else {}
-        target = Target(name, queue, max_attempts_of(fields, what=f"workflow {name}"), None)
+        attempts = {RunField.MAX_ATTEMPTS: max_attempts} if max_attempts else {}
+        app = app or self.interop.app  # the app the metadata names wins, as in the asyncio package
+        queue = scope_queue(app, queue) if app else queue
+        target = Target(name, queue, max_attempts_of(attempts, what=f"workflow {name}"), None, app)
         self._synced[name] = (now_s, target)
         return target
 
     def prepare(self, target: Target, input: Any) -> tuple[Any, str]:
-        """The validated input and its JSON."""
+        """The validated input and its JSON text."""
         if target.workflow is not None:
             input = target.workflow.validate(input)
         return input, self.payloads.input_json(input, target.name)
@@ -119,14 +133,17 @@ class Targets:
         key = options.get("idempotency_key")
         if key is not None and (not isinstance(key, str) or not key):
             raise RedflowError("idempotency_key must be a non-empty string")
-        queue = queue or target.queue
+        queue = (scope_queue(target.app, queue) if target.app else queue) if queue else target.queue
+        stored = self.payloads.stored(input_json)
         return EnqueueRequest(
             target.name,
             queue,
-            input_json,
+            stored.value,
             max_attempts or target.max_attempts,
             priority=check_priority(priority),
             limits_json=self._limits_json(target, queue, value) if limited else "",
+            input_blob=stored.blob,
+            mark_parent=self.interop.mark_parent,
             **options,
         )
 

@@ -30,6 +30,17 @@ local function finalize(run_key, index, run_id, prev, final, at, output_json, er
   end
 end
 
+-- The asyncio package's clients (0.1.2 and later) wait for a run's end on its
+-- terminal stream (XREAD, no polling): a run with the ``parentRunId`` field
+-- (they always write it; our client does with compat="redflow-0.1", and on
+-- child runs) gets its entry there when it ends. Other runs cost nothing:
+-- ``parent_field`` is the field as the caller's HMGET read it (false: absent).
+local function tell_terminal(run_key, parent_field, final, at)
+  if parent_field then
+    redis.call("xadd", run_key .. ":terminal", "MAXLEN", "~", 1, "*", "status", final, "finishedAt", at)
+  end
+end
+
 -- A client waiting for the run's result flagged it (the ``waiters`` field):
 -- push the wake-up token it blocks on. Nobody waiting costs nothing.
 local function wake_waiters(done_key, waiters, wake_ttl)

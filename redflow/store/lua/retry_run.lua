@@ -5,7 +5,9 @@
 -- of ready as it is, as the reaper would move it, which also frees a run
 -- some older version left in no list at all. The lease a finished attempt
 -- left to expire is deleted, so that the retried run starts at once (by its
--- priority; its limits apply again when it starts).
+-- priority; its limits apply again when it starts). Its terminal stream
+-- (finalize.lua's tell_terminal) goes too: a waiter of the asyncio package
+-- reads it from the start, and would take the old end for the new one.
 -- KEYS: run, the six status zsets, queue ready, done, lease, queue processing,
 --       queue prioritized, queue priority sequence,
 --       then the run's failed / canceled index pairs (terminal_index.lua), which it leaves
@@ -38,6 +40,6 @@ move_status(run_key, index, run_id, prev, "queued", now)
 unindex_terminal(14, run_id)
 redis.call("hdel", run_key, "finishedAt", "errorJson", "outputJson", "availableAt", "waiters", "leaseToken", "heldBy")
 redis.call("hset", run_key, "cancelRequestedAt", "", "cancelReason", "", "maxAttempts", tostring(attempt + budget))
-redis.call("del", done_key, lease_key)
+redis.call("del", done_key, lease_key, run_key .. ":terminal")
 push_ready(ready_key, prioritized_key, priority_seq_key, run_id, redis.call("hget", run_key, "priority"))
 return {"queued", prev}
