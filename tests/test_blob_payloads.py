@@ -17,9 +17,9 @@ import gevent
 import pytest
 from helpers import wait_until
 
-from redflow import RunFailedError, create_client, define_workflow
+from redflow import MissingBlobError, RunFailedError, create_client, define_workflow
 from redflow.core import blobs
-from redflow.core.errors import MissingBlobError, RedflowError
+from redflow.core.errors import RedflowError
 from redflow.core.models import Unreadable
 
 BIG = {"text": "z" * 3000}  # 3 KiB of JSON: over the 1 KiB threshold

@@ -38,6 +38,7 @@ EXPECTED_OUTPUT = {
     "waits": lambda out: out.splitlines() == WAITS_OUTPUT,
     "values": lambda out: out.splitlines() == [VALUES_REFUSAL, "2027"],
     "versioned-step": lambda out: out.splitlines() == ["by post / by courier"],
+    "interop": lambda out: out.splitlines() == ["{'pages': 300}", "shop:default", "@blob:v1:", "[1,1,1,"],
 }
 
 
