@@ -26,7 +26,7 @@ end
 -- values (false: missing), read only when one of them holds a reference.
 local function referred_blobs(run_key, input_json, steps)
   local fields = {}
-  if input_json and string.sub(input_json, 1, 6) == "@blob:" then
+  if input_json and string.byte(input_json, 1) == 64 and string.sub(input_json, 1, 6) == "@blob:" then  -- 64: "@"
     fields[1] = string.sub(input_json, 7)
   end
   for i = 2, #steps, 2 do
