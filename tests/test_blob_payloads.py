@@ -13,7 +13,6 @@ large-payload form, redflow/core/blobs.py), through the client and the worker:
 
 from __future__ import annotations
 
-import gevent
 import pytest
 from helpers import wait_until
 
@@ -35,6 +34,15 @@ def blob_client(redis_url, prefix, registry):
 
 def is_ref(value: str | None) -> bool:
     return bool(value) and value.startswith("@blob:v1:")
+
+
+def finished_big_run(start, blob_client, registry, name: str, **options):
+    """A run of a workflow that returns BIG, from the input BIG, finished by a worker writing references."""
+    big = define_workflow(name, registry=registry, **options)(lambda ctx: BIG)
+    start(blob_threshold=1024, retention_interval_s=0.05)
+    handle = big.run(BIG, client=blob_client)
+    assert handle.result(10) == BIG
+    return handle
 
 
 def test_by_default_nothing_is_written_by_reference(start, client, registry, r):
@@ -164,13 +172,7 @@ def test_a_step_output_whose_blob_is_missing_fails_the_replay_without_retry(star
 
 
 def test_an_output_whose_blob_is_missing_raises_naming_the_run_and_lists_as_unreadable(start, blob_client, registry, r):
-    @define_workflow("blob-output-gone", registry=registry)
-    def big(ctx):
-        return BIG
-
-    start(blob_threshold=1024)
-    handle = big.run(None, client=blob_client)
-    handle.result(10)
+    handle = finished_big_run(start, blob_client, registry, "blob-output-gone")
     r.delete(blob_client.keys.run_blobs(handle.id))
     with pytest.raises(MissingBlobError) as missing:
         handle.result(1)
@@ -197,27 +199,13 @@ def test_progress_stored_by_another_writer_as_a_reference_is_read(blob_client, r
 
 
 def test_purge_deletes_the_blob_hash_with_the_run(start, blob_client, registry, r):
-    @define_workflow("blob-purged", registry=registry)
-    def big(ctx):
-        return BIG
-
-    start(blob_threshold=1024)
-    handle = big.run(BIG, client=blob_client)
-    handle.result(10)
+    handle = finished_big_run(start, blob_client, registry, "blob-purged")
     assert r.exists(blob_client.keys.run_blobs(handle.id)) == 1
     assert blob_client.purge(older_than=0) == 1
     assert r.exists(blob_client.keys.run_blobs(handle.id), blob_client.keys.run(handle.id)) == 0
 
 
 def test_retention_deletes_the_blob_hash_with_the_run(start, blob_client, registry, r):
-    @define_workflow("blob-kept-briefly", retention=0.2, registry=registry)
-    def big(ctx):
-        return BIG
-
-    start(blob_threshold=1024, retention_interval_s=0.05)
-    handle = big.run(BIG, client=blob_client)
-    handle.result(10)
-    assert r.exists(blob_client.keys.run_blobs(handle.id)) == 1
+    handle = finished_big_run(start, blob_client, registry, "blob-kept-briefly", retention=1)
     wait_until(lambda: r.exists(blob_client.keys.run(handle.id)) == 0, timeout=10)
-    gevent.sleep(0)
-    assert r.exists(blob_client.keys.run_blobs(handle.id)) == 0
+    assert r.exists(blob_client.keys.run_blobs(handle.id)) == 0  # the purge script deletes the run's keys in one call

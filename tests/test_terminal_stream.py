@@ -102,7 +102,7 @@ def test_a_retry_clears_the_stream_and_the_next_end_writes_it_again(start, compa
 
 
 def test_purge_and_retention_delete_the_stream_with_the_run(start, compat_client, registry, r):
-    @define_workflow("brief", retention=0.2, registry=registry)
+    @define_workflow("brief", retention=1, registry=registry)
     def brief(ctx):
         return None
 
