@@ -15,11 +15,12 @@ from __future__ import annotations
 import gevent
 import orjson
 import pytest
-from helpers import wait_until
+from helpers import WorkerProcess, wait_until
 
 from redflow import create_client, define_workflow
 from redflow.core import blobs
 from redflow.core.step_arrays import parse_step_array
+from tests.apps import interop_app
 
 COMPAT = {"compat": "redflow-0.1"}
 
@@ -141,3 +142,20 @@ def test_a_sleep_record_in_the_asyncio_packages_form_is_its_own_wait_for(start, 
     (record,) = records(r, compat_client, handle.id).values()
     assert len(record) == 5 and record[0] == 0 and record[4] - record[3] == 30_000
     handle.cancel()
+
+
+def test_a_compat_run_whose_worker_is_killed_keeps_its_steps_and_ends_once_on_another_worker(start, redis_url, prefix, r, monkeypatch):
+    """Killed (SIGKILL) after step "a" (a 3,000-byte output: a blob, in an array record), the run is
+    taken over when its lease expires: "a" replays from the blob, and its end is told once."""
+    monkeypatch.setenv("REDIS_URL", redis_url)  # where the workflows of tests/apps/interop_app.py count steps
+    calls = f"{prefix}:calls"
+    with create_client(redis_url, prefix=prefix, registry=interop_app.registry, **COMPAT) as compat:
+        with WorkerProcess(redis_url, prefix, "--compat", "redflow-0.1", app="tests.apps.interop_app:registry") as worker:
+            handle = compat.run("interop-steps", {"calls": calls, "size": 3000, "hang": "redflow-gevent"})
+            wait_until(lambda: (r.hget(compat.keys.run_steps(handle.id), "a") or "").startswith("[1,1,1,"), timeout=30)
+            worker.kill()
+        r.hset(compat.keys.run(handle.id), "inputJson", '{"calls":"%s","size":3000,"hang":"no"}' % calls)  # noqa: UP031
+        start(interop_app.registry, **COMPAT)
+        assert handle.result(30) == {"a_len": 3000, "by": "redflow-gevent"}
+        assert r.hget(calls, "a") == "1"  # run once, by the killed worker; replayed from its blob by the other
+        assert [fields["status"] for _, fields in r.xrange(compat.keys.run_terminal(handle.id))] == ["succeeded"]
