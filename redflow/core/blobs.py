@@ -23,7 +23,7 @@ import hashlib
 import re
 import zlib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from redflow.core.errors import CorruptDataError, MissingBlobError, RedflowError
 
@@ -37,10 +37,10 @@ FIELD_VERSION = "v1:"
 DEFAULT_THRESHOLD_BYTES = 1024
 
 
-@dataclass(frozen=True, slots=True)
-class Stored:
+class Stored(NamedTuple):
     """How one JSON text is stored: ``value`` goes into the run hash field;
-    when it is a reference, ``blob`` is the ``(field, value)`` pair for the blob hash."""
+    when it is a reference, ``blob`` is the ``(field, value)`` pair for the blob hash.
+    (A tuple: one is made per run and per step, where a frozen dataclass costs more.)"""
 
     value: str
     blob: tuple[str, str] | None = None
@@ -89,8 +89,10 @@ def encode(json_text: str, threshold_bytes: int | None) -> Stored:
     than ``threshold_bytes`` UTF-8 bytes (``None``: never). The blob is the
     gzip+base64 form when that is shorter than the text, else the text itself
     (the asyncio package's rule, so either side reads what the other wrote)."""
+    if threshold_bytes is None or 4 * len(json_text) <= threshold_bytes:  # (a character is at most 4 UTF-8 bytes)
+        return Stored(json_text)
     raw = json_text.encode("utf-8")
-    if threshold_bytes is None or len(raw) <= threshold_bytes or json_text.startswith(REF_PREFIX):
+    if len(raw) <= threshold_bytes or json_text.startswith(REF_PREFIX):
         return Stored(json_text)
     field = field_for(json_text)
     compressed = GZIP_PREFIX + base64.b64encode(gzip.compress(raw, compresslevel=6, mtime=0)).decode("ascii")
