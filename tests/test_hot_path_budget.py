@@ -71,15 +71,15 @@ def test_a_waiting_client_costs_the_run_two_commands_and_nobody_waiting_costs_no
 
 def test_interop_costs_a_run_one_command_its_terminal_stream_entry_and_a_blob_threshold_none(start, redis_url, prefix):
     """compat="redflow-0.1" marks runs for the asyncio package's waiters: their
-    settle adds the terminal stream entry (one XADD); a blob threshold that no
-    payload reaches, and reading references, cost nothing."""
+    settle adds the terminal stream entry (XADD, and PEXPIRE: it lives a minute);
+    a blob threshold that no payload reaches, and reading references, cost nothing."""
     registry = Registry()
 
     @define_workflow("noop-compat", registry=registry)
     def noop(ctx):
         return None
 
-    for options, most, xadds in (({"compat": "redflow-0.1"}, 13.3, 1), ({"blob_threshold": 1024}, 12.3, 0)):
+    for options, most, xadds in (({"compat": "redflow-0.1"}, 14.3, 1), ({"blob_threshold": 1024}, 12.3, 0)):
         with create_client(redis_url, prefix=prefix, **options) as client:
             client.sync_registry(registry)
             worker = functools.partial(start, registry, **options)

@@ -3,7 +3,7 @@ counted by Redis (INFO commandstats), each path beside the same path without it:
 
 - a ``@blob:`` input: one HSET at enqueue (its blob), one HMGET at the start (reading it);
 - a ``@blob:`` output or error: one HSET at the settle;
-- a run with ``parentRunId``: one XADD (its terminal stream) at the settle or cancel that ends
+- a run with ``parentRunId``: an XADD and a PEXPIRE (its terminal stream) at the settle or cancel that ends
   it, and (our client's, with ``compat=`` or ``app=``) one HSET at enqueue unless it has other
   fields beyond the data model's;
 - runs without any of these: nothing (the scripts' other commands are the same).
@@ -61,10 +61,13 @@ def test_an_input_by_reference_costs_its_enqueue_one_hset_and_its_start_one_hmge
     assert starts["big"] - starts["plain"] == Counter({"hmget": 1}) and starts["plain"] - starts["big"] == Counter()
 
 
+TERMINAL_STREAM = {"xadd": 1, "pexpire": 1}
+
+
 @pytest.mark.parametrize(
-    ("big", "marked", "extra"), [(True, False, {"hset": 1}), (False, True, {"xadd": 1}), (True, True, {"hset": 1, "xadd": 1})]
+    ("big", "marked", "extra"), [(True, False, {"hset": 1}), (False, True, TERMINAL_STREAM), (True, True, {"hset": 1, **TERMINAL_STREAM})]
 )
-def test_a_settle_costs_one_hset_for_an_output_by_reference_and_one_xadd_for_a_run_with_parent_run_id(store, probe, big, marked, extra):
+def test_a_settle_costs_one_hset_for_an_output_by_reference_and_two_commands_for_a_run_with_parent_run_id(store, probe, big, marked, extra):
     def settle(run_id: str, output: str) -> None:
         stored = blobs.encode(output, 1024)
         request = SettleRequest(run_id, "default", "succeeded", token, 5000, 2, output_json=stored.value, blob=stored.blob)
@@ -80,13 +83,13 @@ def test_a_settle_costs_one_hset_for_an_output_by_reference_and_one_xadd_for_a_r
     assert costs[1] - costs[0] == Counter(extra) and costs[0] - costs[1] == Counter()
 
 
-def test_a_cancel_costs_one_xadd_for_a_run_with_parent_run_id_and_nothing_for_another(store, probe):
+def test_a_cancel_costs_two_commands_for_a_run_with_parent_run_id_and_nothing_for_another(store, probe):
     costs = []
     for marked in (False, True):
         run_id = enqueue(store, marked=marked)
         cancel = lambda run_id=run_id: store.scripts.cancel_run(run_id=run_id, queue="default", now_ms=1, reason="", error_json="{}")  # noqa: E731
         costs.append(counted(probe, cancel))
-    assert costs[1] - costs[0] == Counter({"xadd": 1}) and costs[0] - costs[1] == Counter()
+    assert costs[1] - costs[0] == Counter(TERMINAL_STREAM) and costs[0] - costs[1] == Counter()
 
 
 def test_marking_a_run_with_parent_run_id_costs_its_enqueue_one_hset_at_most(store, probe):

@@ -6,8 +6,9 @@ always write it; ours with ``compat=`` or ``app=``, and on child runs) gets one
 entry ``{status, finishedAt}`` there in the same script that makes it
 terminal, whichever path ends it (the worker's settle, a cancel of a queued,
 scheduled or unheld run, a cancel the worker acts on); a run without the field
-gets none (the hot path stays as it was); a manual retry clears the stream,
-and retention and purge delete it with the run.
+gets none (the hot path stays as it was); the stream lives a minute (its
+waiters read the run before they block), a manual retry clears it, and
+retention and purge delete it with the run.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ def test_a_run_with_parent_run_id_gets_its_end_in_its_terminal_stream_and_others
     keys = client.keys
     for handle, status in ((marked_ok, "succeeded"), (marked_failed, "failed")):
         assert entries(r, keys.run_terminal(handle.id)) == [{"status": status, "finishedAt": r.hget(keys.run(handle.id), "finishedAt")}]
+        assert 0 < r.pttl(keys.run_terminal(handle.id)) <= 60_000
     assert r.exists(keys.run_terminal(plain.id)) == 0
 
 

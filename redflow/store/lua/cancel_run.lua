@@ -28,7 +28,7 @@ local unheld = prev == "running" and redis.call("exists", lease_key) == 0
 if prev == "queued" or prev == "scheduled" or unheld then
   finalize(run_key, index, run_id, prev, "canceled", now, "", error_json, {}, true)
   index_terminal(13, "canceled", run_id, now)
-  tell_terminal(run_key, run[6], "canceled", now)
+  tell_terminal(run_key, run[6], "canceled", now, wake_ttl)
   wake_waiters(done_key, waiters, wake_ttl)
   redis.call("zrem", queue_scheduled_key, run_id)
   if unheld then

@@ -35,9 +35,14 @@ end
 -- (they always write it; our client does with compat="redflow-0.1", and on
 -- child runs) gets its entry there when it ends. Other runs cost nothing:
 -- ``parent_field`` is the field as the caller's HMGET read it (false: absent).
-local function tell_terminal(run_key, parent_field, final, at)
+-- The stream lives as long as the wake-up token: its waiters read the run
+-- before they block, so only those blocked when it ends need it, and a
+-- stream of one entry holds about 4 KB (Redis 7.0), more than the run itself.
+local function tell_terminal(run_key, parent_field, final, at, wake_ttl)
   if parent_field then
-    redis.call("xadd", run_key .. ":terminal", "MAXLEN", "~", 1, "*", "status", final, "finishedAt", at)
+    local key = run_key .. ":terminal"
+    redis.call("xadd", key, "MAXLEN", "~", 1, "*", "status", final, "finishedAt", at)
+    redis.call("pexpire", key, wake_ttl)
   end
 end
 

@@ -86,7 +86,7 @@ repeat
   end
   finalize(run_key, index, run_id, prev, final, now, output_json, error_json, {"leaseToken", ""}, cleanup)
   index_terminal(2, final, run_id, now)
-  tell_terminal(run_key, run[6], final, now)
+  tell_terminal(run_key, run[6], final, now, wake_ttl)
   wake_waiters(waiters and run_key .. ":done", waiters, wake_ttl)  -- the key's name is made only for a waited-on run
 until true
 
