@@ -24,7 +24,7 @@ from gevent.event import Event
 from helpers import wait_until
 from test_stale_attempts import bump, gate, open_gate, stall
 
-from redflow import RedflowError, RunNotFoundError, SerializationError, TimeoutError, define_workflow
+from redflow import RedflowError, RunNotFoundError, SerializationError, TimeoutError, create_client, define_workflow
 from redflow.core.models.streams import StreamField
 from redflow.core.streams import MAX_ITEMS
 from redflow.store import streams
@@ -365,6 +365,30 @@ def test_a_takeover_after_a_park_streams_again_only_what_came_after_the_park(sta
     open_gate(r, prefix, "go1")
 
 
+def test_a_greenlet_its_handler_left_behind_cannot_stream_once_the_run_ended(start, client, registry):
+    refused = []
+
+    @define_workflow("leaves-a-greenlet", registry=registry)
+    def leaves_a_greenlet(ctx):
+        def late():
+            gevent.sleep(0.2)
+            try:
+                ctx.stream("late")
+            except RedflowError as exc:
+                refused.append(str(exc))
+
+        gevent.spawn(late)
+        ctx.stream("on time")
+        return "done"
+
+    worker = start()
+    handle = client.run("leaves-a-greenlet", None)
+    assert handle.result(10) == "done"
+    wait_until(lambda: refused, timeout=10)
+    assert refused == [f"run {handle.id} has ended (succeeded): its stream takes no more items"]
+    assert values(client.read_stream(handle.id)) == ["on time"] and worker.keeper.renewals_lost == 0
+
+
 # -- deleted with the run ------------------------------------------------------------------------------------
 
 
@@ -402,3 +426,27 @@ def test_retention_deletes_the_stream_with_the_run(start, client, registry, r):
     handle.result(10)
     wait_until(lambda: client.get_run(handle.id) is None, timeout=15, message="retention to delete the run")
     assert r.exists(client.keys.run_stream(handle.id), client.keys.run_stream_signal(handle.id)) == 0
+
+
+def test_a_reader_on_a_connection_with_a_short_socket_timeout_waits_on(start, client, registry, redis_url, prefix):
+    """Redis's reply to a block longer than the socket timeout comes too late for redis-py:
+    the reader takes that as a slice that brought nothing, and goes on."""
+    go = Event()
+
+    @define_workflow("patient", registry=registry)
+    def patient(ctx):
+        ctx.stream("one")
+        go.wait(30)
+        ctx.stream("two")
+
+    start()
+    handle = client.run("patient", None)
+    impatient = create_client(f"{redis_url}?socket_timeout=0.2", prefix=prefix)
+    try:
+        reader = gevent.spawn(lambda: values(streams.follow(impatient.store, handle.id, slice_s=1.0)))
+        gevent.sleep(0.8)  # a few socket timeouts
+        assert not reader.ready()
+        go.set()
+        assert reader.get(timeout=30) == ["one", "two"]
+    finally:
+        impatient.close()

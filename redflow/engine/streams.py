@@ -21,7 +21,7 @@ from typing import Protocol
 
 from redis.exceptions import OutOfMemoryError, RedisError
 
-from redflow.core.errors import RedisFullError
+from redflow.core.errors import RedflowError, RedisFullError
 from redflow.core.streams import MAX_ITEMS, StreamWriter
 from redflow.engine.fence import Fence
 from redflow.engine.interrupts import CANCELED, LEASE_LOST, REDIS_LOST, RunInterrupt
@@ -67,6 +67,8 @@ def _append(fence: Fence, attempt: int, position: int, record: str, now_ms: int)
         lease.stop(REDIS_LOST)
         raise RunInterrupt(REDIS_LOST) from exc
     if reply.kind == "refused":
+        if reply.status in ("succeeded", "failed"):  # a greenlet the handler left behind, after its run ended
+            raise RedflowError(f"run {lease.run_id} has ended ({reply.status}): its stream takes no more items")
         if reply.status == "canceled":
             lease.stop(CANCELED)
         else:

@@ -10,7 +10,8 @@ does the end entry the script that ends the run adds (``announce_end`` in
 by the signal stream, or after :data:`BLOCK_SLICE_S` without one, which is
 the fallback for a run ended by a client that announces nothing (the
 TypeScript worker) and for a run deleted meanwhile. An idle follower costs
-two commands per slice.
+two round trips (5 commands: the XREAD, the script and its HMGET, XREVRANGE
+and XRANGE) per slice.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from typing import Any
+
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from redflow.core.errors import RunNotFoundError, TimeoutError
 from redflow.core.keys import TERMINAL_STATUSES
@@ -98,11 +101,14 @@ class StreamFollower:
             if page or self.ended:
                 return page
         stream_key, signal_key = self._keys
-        reply = self.store.redis.xread(
-            {stream_key: self.after, signal_key: self._signals_at}, count=self.page, block=max(1, int(block_s * 1000))
-        )
-        items: list[StreamItem] = []
         self._read_next = True  # a signal, or nothing within the slice: read the run again
+        try:
+            reply = self.store.redis.xread(
+                {stream_key: self.after, signal_key: self._signals_at}, count=self.page, block=max(1, int(block_s * 1000))
+            )
+        except RedisTimeoutError:  # a socket_timeout shorter than the slice: as a slice with nothing
+            return []
+        items: list[StreamItem] = []
         for key, entries in _streams_of(reply):
             if key == stream_key and entries:
                 items = [stream_item(entry_id, fields.get(RECORD), f"run {self.run_id}") for entry_id, fields in entries]
