@@ -49,6 +49,24 @@ def values(items):
     return [item.value for item in items]
 
 
+@pytest.fixture
+def held(start, client, registry):
+    """A running run that streamed "one" and waits until ``go`` is set, then streams "two": (handle, go)."""
+    go = Event()
+
+    @define_workflow("held", registry=registry)
+    def held(ctx):
+        ctx.stream("one")
+        go.wait(30)
+        ctx.stream("two")
+
+    start()
+    handle = client.run("held", None)
+    wait_until(lambda: len(client.read_stream(handle.id)) == 1)
+    yield handle, go
+    go.set()
+
+
 # -- writing and reading -------------------------------------------------------------------------------
 
 
@@ -258,41 +276,21 @@ def test_a_reader_wakes_when_the_run_is_canceled(start, client, registry, when):
     assert handle.status() == "canceled"
 
 
-def test_a_reader_times_out_when_the_run_has_not_ended(start, client, registry):
-    go = Event()
-
-    @define_workflow("slow", registry=registry)
-    def slow(ctx):
-        ctx.stream("one")
-        go.wait(30)
-
-    start()
-    handle = client.run("slow", None)
-    wait_until(lambda: len(client.read_stream(handle.id)) == 1)
+def test_a_reader_times_out_when_the_run_has_not_ended(held):
+    handle, _ = held
     got = []
     with pytest.raises(TimeoutError, match="has not ended"):
         for item in handle.stream(timeout=0.3):
             got.append(item.value)
     assert got == ["one"]
-    go.set()
 
 
-def test_a_reader_of_a_run_deleted_meanwhile_ends(start, client, registry, r):
-    go = Event()
-
-    @define_workflow("doomed", registry=registry)
-    def doomed(ctx):
-        ctx.stream("x")
-        go.wait(30)
-
-    start()
-    handle = client.run("doomed", None)
-    wait_until(lambda: len(client.read_stream(handle.id)) == 1)
+def test_a_reader_of_a_run_deleted_meanwhile_ends(held, client, r):
+    handle, _ = held
     reader = gevent.spawn(lambda: list(streams.follow(client.store, handle.id, slice_s=0.2)))
     gevent.sleep(0.3)
     r.delete(client.keys.run(handle.id))  # deleted under it (as by an operator): it stops at its next slice
-    assert values(reader.get(timeout=30)) == ["x"]
-    go.set()
+    assert values(reader.get(timeout=30)) == ["one"]
 
 
 # -- several workers, kills and stalls ---------------------------------------------------------------------
@@ -428,19 +426,10 @@ def test_retention_deletes_the_stream_with_the_run(start, client, registry, r):
     assert r.exists(client.keys.run_stream(handle.id), client.keys.run_stream_signal(handle.id)) == 0
 
 
-def test_a_reader_on_a_connection_with_a_short_socket_timeout_waits_on(start, client, registry, redis_url, prefix):
+def test_a_reader_on_a_connection_with_a_short_socket_timeout_waits_on(held, redis_url, prefix):
     """Redis's reply to a block longer than the socket timeout comes too late for redis-py:
     the reader takes that as a slice that brought nothing, and goes on."""
-    go = Event()
-
-    @define_workflow("patient", registry=registry)
-    def patient(ctx):
-        ctx.stream("one")
-        go.wait(30)
-        ctx.stream("two")
-
-    start()
-    handle = client.run("patient", None)
+    handle, go = held
     impatient = create_client(f"{redis_url}?socket_timeout=0.2", prefix=prefix)
     try:
         reader = gevent.spawn(lambda: values(streams.follow(impatient.store, handle.id, slice_s=1.0)))
