@@ -6,6 +6,7 @@ screenshot (run-stream.png)."""
 
 from __future__ import annotations
 
+import pytest
 from gevent.event import Event
 from helpers import wait_until
 from selenium.webdriver.common.by import By
@@ -15,6 +16,8 @@ from redflow import define_workflow
 from redflow.ops.dashboard import serve
 
 HOSTILE = "<img src=x onerror=alert(1)>"
+
+pytestmark = pytest.mark.slow  # a browser starts: several seconds
 
 
 def test_in_a_browser_the_run_page_shows_the_stream_live_until_the_run_ends(browser, start, registry, client, tmp_path):  # noqa: F811
