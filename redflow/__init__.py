@@ -32,6 +32,7 @@ _EXPORTS = {
     # models
     "Run": "core.models",
     "Step": "core.models",
+    "StreamItem": "core.models.streams",
     # execution
     "start_worker": "engine.worker",
     "Worker": "engine.worker",
@@ -95,6 +96,7 @@ if TYPE_CHECKING:
     )
     from redflow.core.flow import Concurrency, RateLimit
     from redflow.core.models import Run, Step
+    from redflow.core.models.streams import StreamItem
     from redflow.core.retention import Retention
     from redflow.engine.context import OnFailureContext, WorkflowContext
     from redflow.engine.interrupts import CancelSignal

@@ -10,6 +10,8 @@
 -- finalized run is never finalized again: a repeated call changes nothing.
 -- The lease of a finished run is left to expire (one command saved per run;
 -- nothing claims a finished run); a retry's lease is released at once.
+-- A run whose output stream is written or read gets its end announced there
+-- (announce_end in finalize.lua); one that parks keeps how far it streamed.
 -- A finished run with a ``parentRunId`` field also gets its terminal stream
 -- entry, for the asyncio package's waiters (finalize.lua's tell_terminal).
 -- A run with limits gives its units back as it leaves running (limits.lua),
@@ -42,7 +44,8 @@ local processing_key = queue_prefix .. "processing"
 -- (about 3 % of Redis's instructions per run, counted with callgrind).
 local final
 repeat
-  local run = redis.call("hmget", run_key, "status", "cancelRequestedAt", "leaseToken", "waiters", "limitsJson", "parentRunId")
+  local run = redis.call("hmget", run_key, "status", "cancelRequestedAt", "leaseToken", "waiters", "limitsJson",
+    "streamEnabled", "streamActivePass", "streamPosition", "parentRunId")
   local prev, cancel_at, fence, waiters = run[1], run[2], run[3], run[4]
   if not prev then
     redis.call("lrem", processing_key, -1, run_id)
@@ -74,6 +77,9 @@ repeat
   end
   final = final_status(requested, cancel_at)
   if final == "parked" then  -- a durable wait (waits.lua); its arguments follow this script's own
+    if run[8] then  -- what it streamed so far is not streamed again when it resumes (append_stream.lua)
+      redis.call("hset", run_key, "streamParkedAt", run[8])
+    end
     final = park_run(run_key, index, run_id, prev, run_key .. ":lease", queue_prefix .. "scheduled", queue_prefix .. "ready", now, ARGV, 18)
     break
   end
@@ -86,7 +92,8 @@ repeat
   end
   finalize(run_key, index, run_id, prev, final, now, output_json, error_json, {"leaseToken", ""}, cleanup)
   index_terminal(2, final, run_id, now)
-  tell_terminal(run_key, run[6], final, now, wake_ttl)
+  announce_end(run_key, run[6], run[7], final, now)
+  tell_terminal(run_key, run[9], final, now, wake_ttl)
   wake_waiters(waiters and run_key .. ":done", waiters, wake_ttl)  -- the key's name is made only for a waited-on run
 until true
 
