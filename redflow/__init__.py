@@ -54,6 +54,7 @@ _EXPORTS = {
     "NonRetryableError": "core.errors",
     "NonRetriableError": "core.errors",
     "RedisFullError": "core.errors",
+    "SignalBufferFullError": "core.errors",
     "EvictingRedisError": "core.errors",
 }
 
@@ -88,6 +89,7 @@ if TYPE_CHECKING:
         RunFailedError,
         RunNotFoundError,
         SerializationError,
+        SignalBufferFullError,
         TimeoutError,
         UnknownWorkflowError,
     )
