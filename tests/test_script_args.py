@@ -145,8 +145,8 @@ TABLE = {
     ),
     "purge_run": (
         lambda s: s.purge_run(run_id="run_1", queue=Q, workflow="wf", tags=TAGS, status="failed", finished_at="9"),
-        {"run_key": K.run("run_1", Q), "run_id": "run_1", "own_count": str(len(run_own_keys(K, "run_1", Q))), "seen_finished_at": "9", "seen_workflow": "wf",
-         "seen_status": "failed"},
+        {"run_key": K.run("run_1", Q), "run_id": "run_1", "own_count": str(len(run_own_keys(K, "run_1", Q))), "seen_finished_at": "9",
+         "seen_workflow": "wf", "seen_status": "failed"},
         {},
     ),
     "heal_limit": (
