@@ -18,11 +18,13 @@ from redflow.bench.probe import Probe, server_delta
 RUNS = 400
 
 
-def drain_counts(start, client, redis_url: str, workflow, *, concurrency: int) -> tuple[float, float, dict[str, float]]:
-    """Round trips and commands per run while a worker drains RUNS queued runs."""
+def drain_counts(start, client, redis_url: str, workflow, *, concurrency: int, prepare=None) -> tuple[float, float, dict[str, float]]:
+    """Round trips and commands per run while a worker drains RUNS queued runs (``prepare(handles)`` first)."""
     keys = client.keys
     staging = keys.queue_ready("default") + ":staging"
-    client.run_many(workflow, [None] * RUNS)
+    handles = client.run_many(workflow, [None] * RUNS)
+    if prepare is not None:
+        prepare(handles)
     probe = Probe(redis_url)
     probe.call("RENAME", keys.queue_ready("default"), staging)  # the worker must find them all at once
     worker = start(concurrency=concurrency)
@@ -65,3 +67,24 @@ def test_a_waiting_client_costs_the_run_two_commands_and_nobody_waiting_costs_no
     r = client.redis
     assert r.llen(client.keys.run_done(waited.id)) == 1 and 0 < r.pttl(client.keys.run_done(waited.id)) <= 60_000
     assert r.exists(client.keys.run_done(unwaited.id)) == 0
+
+
+def test_a_signal_waiting_for_its_run_costs_one_round_trip_and_about_ten_commands_when_taken(start, client, redis_url):
+    """docs/guide/signals.md, "Costs": a wait that finds its signal takes it in one script (the take and
+    the step's record); a run that waits for none pays nothing (the no-op run above)."""
+    registry = Registry()
+
+    @define_workflow("approve", registry=registry)
+    def approve(ctx):
+        return ctx.step.wait_for_signal("approve")
+
+    def signal_each(handles):
+        for handle in handles:
+            assert client.signal(handle.id, "approve", {"ok": True})
+
+    client.sync_registry(registry)
+    drain = drain_counts(lambda **o: start(registry, **o), client, redis_url, approve, concurrency=4, prepare=signal_each)
+    trips, commands, by_command = drain
+    assert trips <= 2.2, (trips, by_command)
+    assert 12 + 8 <= commands <= 12 + 11.5, (commands, by_command)
+    assert 1.99 <= by_command["fcall"] <= 2.05, by_command  # the settle, and the take

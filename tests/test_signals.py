@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import pytest
 from helpers import wait_until
+from invariants import leftovers
 
 from redflow import InputValidationError, RedflowError, SignalBufferFullError, define_workflow
 from redflow.core import codec
@@ -188,3 +189,67 @@ def test_a_full_buffer_refuses_the_next_signal_and_keeps_the_others(client, r, l
     stored = buffer_of(r, client, run_id)
     assert stored["t:approve"] == str(MAX_WAITING_PER_NAME) and stored["n"] == str(MAX_WAITING_PER_NAME + 1)
     assert codec.loads(stored[f"{MAX_WAITING_PER_NAME}:approve"]) == MAX_WAITING_PER_NAME - 1
+
+
+# -- runs signal ----------------------------------------------------------------------------
+
+
+def test_runs_signal_sends_a_json_payload_and_says_when_nothing_was_stored(cli, start, registry, client, r):
+    define_approver(registry, waits=2)
+    start()
+    handle = client.run("approver")
+    wait_until(lambda: parked_in(client, handle.id, "signal:approve"), message="the wait to park")
+    code, out, _ = cli("runs", "signal", handle.id, "approve", '{"by": "ada"}')
+    assert code == 0 and out == f"{handle.id}: signal 'approve' kept for the run: its next wait_for_signal('approve') takes it\n"
+    wait_until(lambda: parked_in(client, handle.id, "signal:approve#2"), message="the second wait to park")
+    code, out, _ = cli("runs", "signal", handle.id, "approve", "--json")  # no payload: null
+    assert code == 0 and codec.loads(out) == {"run_id": handle.id, "ok": True, "status": None, "message": codec.loads(out)["message"]}
+    assert handle.result(10) == [{"by": "ada"}, None]
+
+    code, out, _ = cli("runs", "signal", handle.id, "approve", "1")
+    assert (code, out) == (1, f"{handle.id}: not sent: the run already ended (succeeded); nothing was stored\n")
+    code, out, _ = cli("runs", "signal", "run_missing", "approve", "1")
+    assert (code, out) == (1, "run_missing: no run run_missing\n")
+    code, _, err = cli("runs", "signal", handle.id, "approve", "{not json")
+    assert code == 2 and "argument payload: not JSON" in err
+    code, _, err = cli("runs", "signal", handle.id, "approve", "[" * 300 + "]" * 300)
+    assert code == 2 and "not a payload JSON can store" in err
+    code, _, err = cli("runs", "signal", handle.id, "x" * 201)
+    assert code == 2 and "argument name: a signal name has at most 200 characters" in err
+    assert r.exists(client.keys.run_signals(handle.id), client.keys.run_signals("run_missing")) == 0
+
+
+def test_runs_signal_to_a_full_buffer_exits_1_and_stores_nothing(cli, client, r, later):
+    for n in range(MAX_WAITING_PER_NAME):
+        client.signal(later, "approve", n)
+    kept = r.hgetall(client.keys.run_signals(later))
+    code, _, err = cli("runs", "signal", later, "approve", "1")
+    assert code == 1 and err.startswith(f"error: {later}: not sent: run {later} has as many signals waiting as a run keeps")
+    assert r.hgetall(client.keys.run_signals(later)) == kept
+
+
+# -- retention and purge ------------------------------------------------------------------
+
+
+def test_signals_left_in_a_finished_run_go_with_it_by_retention_and_by_purge(start, registry, client, r, prefix):
+    @define_workflow("brief", retention=1, registry=registry)
+    def brief(ctx):
+        return ctx.step.wait_for_signal("approve")
+
+    @define_workflow("kept", retention=None, registry=registry)
+    def kept(ctx):
+        return ctx.step.wait_for_signal("approve")
+
+    handles = [brief.run(None, client=client, delay=3600), kept.run(None, client=client, delay=3600)]
+    for handle in handles:
+        assert client.signal(handle.id, "approve", "taken") and client.signal(handle.id, "approve", "left")
+        r.zadd(client.keys.queue_scheduled("default"), {handle.id: 0})
+    start(retention_interval_s=0.1)
+    assert [handle.result(10) for handle in handles] == ["taken", "taken"]
+    assert all(r.hget(client.keys.run_signals(handle.id), "n") == "1" for handle in handles)
+    wait_until(lambda: client.get_run(handles[0].id) is None, timeout=10, message="the retention to delete the brief run")
+    assert r.exists(client.keys.run_signals(handles[0].id)) == 0
+    assert client.purge(older_than=0) == 1  # the run kept forever by retention, deleted by hand
+    assert r.exists(client.keys.run_signals(handles[1].id)) == 0
+    bounded = {client.keys.retention_cursors()}  # one position per lane, not an entry per run
+    assert {key: why for key, why in leftovers(r, client.keys, prefix).items() if key not in bounded} == {}
