@@ -38,6 +38,8 @@ EXPECTED_OUTPUT = {
     "waits": lambda out: out.splitlines() == WAITS_OUTPUT,
     "values": lambda out: out.splitlines() == [VALUES_REFUSAL, "2027"],
     "versioned-step": lambda out: out.splitlines() == ["by post / by courier"],
+    "emit-workflow": lambda out: out.splitlines() == ["sent to ada@example.com", "True {'customer': '42', 'kind': 'mail'}", "1"],
+    "signals": lambda out: out.splitlines() == ["{'published': True, 'by': 'ada', 'edits': ['fix the title']}", "False"],
 }
 
 
