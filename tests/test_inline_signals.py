@@ -100,3 +100,41 @@ def test_emit_workflow_is_memoized_across_a_retry_inline(registry):
     child_id = run.result()
     assert [r.id for r in runner.runs.values() if r.workflow == "leaf"] == [child_id]
     assert runner.runs[child_id].result() == 42 and run.children == [runner.runs[child_id]]
+
+
+def test_bad_wait_arguments_fail_the_run_at_the_call(registry):
+    @define_workflow("bad-waits", registry=registry, max_attempts=1)
+    def bad_waits(ctx):
+        kind = ctx.input
+        if kind == "name":
+            ctx.step.wait_for_signal("")
+        elif kind == "timeout":
+            ctx.step.wait_for_signal("approve", timeout=-1)
+        elif kind == "inside":
+            ctx.step.run("outer", lambda: ctx.step.wait_for_signal("approve"))
+        elif kind == "step":
+            ctx.step.run("signal:approve", lambda: 1)
+            ctx.step.wait_for_signal("approve")
+
+    runner = InlineRunner(registry)
+    expected = {
+        "name": "a signal needs a non-empty name",
+        "timeout": "wait_for_signal timeout needs seconds >= 0",
+        "inside": "a durable wait cannot run inside another step",
+        "step": "Duplicate step name 'signal:approve'",
+    }
+    for kind, message in expected.items():
+        run = runner.run(bad_waits, kind)
+        with pytest.raises(RedflowError, match=message):
+            run.result()
+
+
+def test_a_wait_named_by_step_keeps_its_record_under_that_name(registry):
+    @define_workflow("named", registry=registry)
+    def named(ctx):
+        return ctx.step.wait_for_signal("approve", step="manager-approval")
+
+    runner = InlineRunner(registry)
+    run = runner.run(named)
+    runner.signal(run.id, "approve", "yes")
+    assert run.result() == "yes" and steps_of(run) == [("manager-approval", "succeeded", "yes")]
