@@ -15,6 +15,9 @@ Invariants (docs/guide/signals.md):
 
 from __future__ import annotations
 
+import random
+
+import gevent
 import pytest
 from helpers import wait_until
 from invariants import leftovers
@@ -23,6 +26,7 @@ from redflow import InputValidationError, RedflowError, SignalBufferFullError, d
 from redflow.core import codec
 from redflow.core.signals import MAX_WAITING_PER_NAME
 from redflow.engine import signal_waits
+from redflow.store.requests import SignalTake
 
 
 def parked_in(client, run_id, step):
@@ -253,3 +257,47 @@ def test_signals_left_in_a_finished_run_go_with_it_by_retention_and_by_purge(sta
     assert r.exists(client.keys.run_signals(handles[1].id)) == 0
     bounded = {client.keys.retention_cursors()}  # one position per lane, not an entry per run
     assert {key: why for key, why in leftovers(r, client.keys, prefix).items() if key not in bounded} == {}
+
+
+# -- several workers, concurrent senders, a stale attempt -----------------------------------
+
+
+def test_three_workers_and_concurrent_senders_give_each_wait_one_signal_in_order_and_lose_none(start, registry, client, r):
+    """Invariant: every run's waits take its signals exactly once each, in the order sent, whether a
+    signal comes before the run starts, while it runs, in the park window or while it is parked."""
+    waits, runs = 6, 24
+
+    @define_workflow("ticker", registry=registry)
+    def ticker(ctx):
+        taken = []
+        for n in range(waits):
+            taken.append(ctx.step.wait_for_signal("tick"))
+            if n % 2:
+                ctx.step.run(f"work-{n}", lambda: gevent.sleep(random.random() * 0.01))
+        return taken
+
+    handles = [ticker.run(None, client=client) for _ in range(runs)]
+    for handle in handles[: runs // 2]:  # half get their first signal before any worker runs
+        client.signal(handle.id, "tick", 0)
+
+    def send(handle, first):
+        for n in range(first, waits):
+            gevent.sleep(random.random() * 0.02)
+            assert client.signal(handle.id, "tick", n)
+
+    for _ in range(3):
+        start(concurrency=4)
+    senders = [gevent.spawn(send, h, 1 if i < runs // 2 else 0) for i, h in enumerate(handles)]
+    gevent.joinall(senders, raise_error=True)
+    assert [h.result(30) for h in handles] == [list(range(waits))] * runs
+    assert [r.exists(client.keys.run_signals(h.id)) for h in handles] == [0] * runs  # every signal taken, none twice
+
+
+def test_a_take_by_an_attempt_that_lost_its_lease_is_refused_and_takes_nothing(client, r, later):
+    client.signal(later, "approve", "kept")
+    kept = r.hgetall(client.keys.run_signals(later))
+    r.hset(client.keys.run(later), mapping={"status": "running", "leaseToken": "lease_other"})
+    take = SignalTake("signal:approve", "approve", '{"status":"running"}', '{"outputJson":', "}", None, client.now_ms())
+    looked = client.scripts.take_signal(run_id=later, queue="default", token="lease_stale", lease_ms=5000, take=take)
+    assert looked.state == "stale"
+    assert r.hgetall(client.keys.run_signals(later)) == kept and r.hgetall(client.keys.run_steps(later)) == {}
