@@ -101,7 +101,7 @@ class Fence:
                 lease_ms=self.lease_ms,
                 expected=expected,
                 conn=self.conn,
-            ),  # fmt: skip
+            ),
         )
         return saved.current if saved.state == "changed" else None
 
