@@ -87,12 +87,11 @@ class Fence:
         self._stop_unless_owned(self._confirm())
 
     def save_step(self, name: str, step_json: str, expected: str = "") -> str | None:
-        """Record a step (see :meth:`_record`). ``expected``: write only over that
-        record; if the step holds another, it is returned."""
+        """Record a step, fenced by the lease (see :meth:`_heed`). ``expected``: write
+        only over that record; if the step holds another, it is returned."""
         lease = self.lease
-        saved = self._record(
-            name,
-            lambda: self.store.scripts.save_step(
+        try:
+            saved = self.store.scripts.save_step(
                 run_id=lease.run_id,
                 queue=lease.queue,
                 token=lease.token,
@@ -101,40 +100,45 @@ class Fence:
                 lease_ms=self.lease_ms,
                 expected=expected,
                 conn=self.conn,
-            ),
-        )
+            )
+        except RedisError as exc:
+            self._not_recorded(name, exc)
+        if saved.state == "stale" or saved.cancel_requested_at or lease.stopped is not None:  # the step's hot path skips the call
+            self._heed(name, saved)
         return saved.current if saved.state == "changed" else None
 
     def take_signal(self, take: SignalTake) -> StepSaved:
         """A signal wait's look (engine/signal_waits.py): the take and its step's record, one script."""
         lease = self.lease
-        return self._record(
-            take.step,
-            lambda: self.store.scripts.take_signal(
-                run_id=lease.run_id, queue=lease.queue, token=lease.token, lease_ms=self.lease_ms, take=take, conn=self.conn
-            ),
-        )
-
-    def _record(self, name: str, write: Callable[[], StepSaved]) -> StepSaved:
-        """Write step ``name``'s record, fenced by the lease; a pending cancel stops
-        the run here. Redis failing here is the engine's trouble, not the
-        handler's: the attempt is abandoned (recovered later), not failed."""
-        lease = self.lease
         try:
-            saved = write()
-        except RedisError as exc:
-            log.warning(
-                "run %s: could not record step %r (%s); leaving the run to be recovered", lease.run_id, name, exc, extra=lease.log_extra()
+            looked = self.store.scripts.take_signal(
+                run_id=lease.run_id, queue=lease.queue, token=lease.token, lease_ms=self.lease_ms, take=take, conn=self.conn
             )
-            lease.stop(REDIS_LOST)
-            raise RunInterrupt(REDIS_LOST) from exc
+        except RedisError as exc:
+            self._not_recorded(take.step, exc)
+        self._heed(take.step, looked)
+        return looked
+
+    def _heed(self, name: str, saved: StepSaved) -> None:
+        """What a step's record says of the attempt: a refused write reports the lease
+        lost, a cancel pending stops the run here (raises ``RunInterrupt``)."""
+        lease = self.lease
         if saved.state == "stale":
             self.keeper.report_lost(lease, f"its record of step {name!r} was refused")
         elif saved.cancel_requested_at:
             lease.stop(CANCELED)
         if lease.stopped is not None:
             raise RunInterrupt(lease.stopped)
-        return saved
+
+    def _not_recorded(self, name: str, exc: RedisError) -> NoReturn:
+        """Redis failing while a step is recorded is the engine's trouble, not the
+        handler's: the attempt is abandoned (recovered later), not failed."""
+        lease = self.lease
+        log.warning(
+            "run %s: could not record step %r (%s); leaving the run to be recovered", lease.run_id, name, exc, extra=lease.log_extra()
+        )
+        lease.stop(REDIS_LOST)
+        raise RunInterrupt(REDIS_LOST) from exc
 
     def start_children(self, create: Callable[[], T], interrupts_held: Callable[[], AbstractContextManager[None]]) -> T:
         """Run ``create`` (it starts child runs of the attempt's run, each listed

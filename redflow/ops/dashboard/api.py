@@ -161,8 +161,8 @@ class Api:
         run = self.client.get_run(run_id)
         if run is None:
             raise ApiError("404 Not Found", "RunNotFoundError", f"No run {run_id}.")
-        status = run.status if run.is_terminal else "ended and was retried since"
-        raise ApiError("409 Conflict", "RunFinished", f"Run {run_id} has ended ({status}); it takes no signal.")
+        ended = f"has ended ({run.status})" if run.is_terminal else f"had ended when the signal came (it is {run.status} again)"
+        raise ApiError("409 Conflict", "RunFinished", f"Run {run_id} {ended}; nothing was stored.")
 
 
 def _allow(method: str, allowed: str) -> None:
