@@ -11,7 +11,7 @@ import socket
 import subprocess
 
 import pytest
-from helpers import ROOT, request, wait_until
+from helpers import ROOT, nested, request, wait_until
 
 from redflow import RedflowError, create_client
 from redflow.core.signals import MAX_WAITING_PER_NAME
@@ -268,13 +268,6 @@ def test_a_signal_past_the_runs_bound_is_a_429_and_stores_nothing(dashboard, cli
     kept = r.hgetall(client.keys.run_signals(later))
     assert error_of(call(port, "POST", f"/api/runs/{later}/signal", {"name": "approve"})) == (429, "SignalBufferFullError")
     assert r.hgetall(client.keys.run_signals(later)) == kept
-
-
-def nested(depth):
-    value: list = []
-    for _ in range(depth):
-        value = [value]
-    return value
 
 
 def test_a_run_whose_output_does_not_decode_or_nests_too_deep_is_still_served(dashboard, client, r):

@@ -19,7 +19,7 @@ import random
 
 import gevent
 import pytest
-from helpers import wait_until
+from helpers import nested, wait_until
 from invariants import leftovers
 
 from redflow import InputValidationError, RedflowError, SignalBufferFullError, define_workflow
@@ -172,15 +172,8 @@ def test_bad_names_and_payloads_are_refused_and_store_nothing(client, r, later):
     with pytest.raises(InputValidationError, match="payload of signal 'approve' is not JSON-serializable"):
         client.signal(later, "approve", {"when": object()})
     with pytest.raises(InputValidationError, match="payload of signal 'approve' is not JSON-serializable"):
-        client.signal(later, "approve", _nested(300))  # deeper than JSON encoding allows
+        client.signal(later, "approve", nested(300))  # deeper than JSON encoding allows
     assert r.exists(client.keys.run_signals(later)) == 0
-
-
-def _nested(depth):
-    value: list = []
-    for _ in range(depth):
-        value = [value]
-    return value
 
 
 def test_a_full_buffer_refuses_the_next_signal_and_keeps_the_others(client, r, later):

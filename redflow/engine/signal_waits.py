@@ -20,7 +20,16 @@ from typing import TYPE_CHECKING, Any
 from redflow.core import codec
 from redflow.core.errors import CorruptDataError
 from redflow.core.models import WAIT_SIGNAL, Wait, step_succeeded_around, step_waiting_json
-from redflow.engine.waits import EVENT_RECHECK_MS, ParkRequest, ParkRun, begin_wait, duration_to_ms, started_at_ms_of, succeeded
+from redflow.engine.waits import (
+    ParkRequest,
+    ParkRun,
+    begin_wait,
+    deadline_ms,
+    duration_to_ms,
+    look_again_at,
+    started_at_ms_of,
+    succeeded,
+)
 from redflow.store.requests import SignalTake
 
 if TYPE_CHECKING:
@@ -40,7 +49,7 @@ def wait_for_signal(steps: Recorder, host: StepHost, step: str, name: str, timeo
         return steps.replay(step, record)
     now_ms, seq = host.now_ms(), steps.seq_of(record)
     if wait is None:
-        wait = Wait(WAIT_SIGNAL, signal=name, timeout_at_ms=None if timeout_ms is None else now_ms + max(1, timeout_ms))
+        wait = Wait(WAIT_SIGNAL, signal=name, timeout_at_ms=deadline_ms(now_ms, timeout_ms))
         waiting, started_at_ms = step_waiting_json(seq, now_ms, wait), now_ms
     else:  # a replay: the stored wait stands (its signal and its timeout)
         waiting, started_at_ms = codec.dumps(record), started_at_ms_of(record, now_ms)
@@ -52,6 +61,4 @@ def wait_for_signal(steps: Recorder, host: StepHost, step: str, name: str, timeo
         if not isinstance(resolved, dict):
             raise CorruptDataError(f"step {step!r} of run {host.run_id}: its record is not a JSON object")
         return steps.replay(step, resolved)
-    recheck_at = now_ms + EVENT_RECHECK_MS
-    wake_at = recheck_at if wait.timeout_at_ms is None else min(wait.timeout_at_ms, recheck_at)
-    raise ParkRun(ParkRequest(WAIT_SIGNAL, step, waiting, wake_at, signal=signal))
+    raise ParkRun(ParkRequest(WAIT_SIGNAL, step, waiting, look_again_at(now_ms, wait.timeout_at_ms), signal=signal))

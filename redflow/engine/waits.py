@@ -128,7 +128,7 @@ def wait_for_event(
         return steps.replay(name, record)
     now_ms, seq = host.now_ms(), steps.seq_of(record)
     if wait is None:
-        wait = Wait(WAIT_EVENT, event=event, match=match, timeout_at_ms=None if timeout_ms is None else now_ms + max(1, timeout_ms))
+        wait = Wait(WAIT_EVENT, event=event, match=match, timeout_at_ms=deadline_ms(now_ms, timeout_ms))
         waiting = step_waiting_json(seq, now_ms, wait)
         # Stored before its index entry exists: an event that finds the entry finds the record and
         # resolves it, even before the park's settle or with this worker killed before it.
@@ -141,8 +141,7 @@ def wait_for_event(
         host.forget_event_wait(wait.event or event, waiter)
         return value  # None, unless the event landed just before
     host.register_event_wait(wait.event or event, waiter)
-    recheck_at = now_ms + EVENT_RECHECK_MS
-    raise ParkRun(ParkRequest(WAIT_EVENT, name, waiting, recheck_at if wait.timeout_at_ms is None else min(wait.timeout_at_ms, recheck_at)))
+    raise ParkRun(ParkRequest(WAIT_EVENT, name, waiting, look_again_at(now_ms, wait.timeout_at_ms)))
 
 
 def run_workflows(steps: Recorder, host: StepHost, name: str, workflow: WorkflowDef | str, inputs: Sequence[Any]) -> list[Any]:
@@ -182,6 +181,17 @@ def begin_wait(steps: Recorder, host: StepHost, name: str, kind: str) -> tuple[d
         raise RedflowError(f"step {name!r}: a durable wait cannot run inside another step ({', '.join(running)})")
     wait = Wait.of_record(record)
     return record, wait if wait is not None and wait.kind == kind else None
+
+
+def deadline_ms(now_ms: int, timeout_ms: int | None) -> int | None:
+    """When a wait begun at ``now_ms`` with ``timeout_ms`` times out (None: never)."""
+    return None if timeout_ms is None else now_ms + max(1, timeout_ms)
+
+
+def look_again_at(now_ms: int, timeout_at_ms: int | None) -> int:
+    """When a parked event or signal wait is looked at again: at its timeout, or within the hour."""
+    recheck_at = now_ms + EVENT_RECHECK_MS
+    return recheck_at if timeout_at_ms is None else min(timeout_at_ms, recheck_at)
 
 
 def succeeded(record: dict[str, Any] | None) -> bool:
