@@ -55,6 +55,7 @@ _EXPORTS = {
     "NonRetryableError": "core.errors",
     "NonRetriableError": "core.errors",
     "RedisFullError": "core.errors",
+    "SignalBufferFullError": "core.errors",
     "EvictingRedisError": "core.errors",
 }
 
@@ -89,6 +90,7 @@ if TYPE_CHECKING:
         RunFailedError,
         RunNotFoundError,
         SerializationError,
+        SignalBufferFullError,
         TimeoutError,
         UnknownWorkflowError,
     )

@@ -1,11 +1,9 @@
 """The client: start runs, wait for them, read, list and cancel them, emit events.
 
-Everything is plain blocking redis-py; under gevent's monkey patching every
-call is cooperative. One client is safe to share between greenlets. The
-client is the public API over a :class:`~redflow.store.port.Store`: the
-work is done in ``store/`` (``enqueue``, ``reads``, ``children``,
-``events``, ``bulk``, ``purge``, ``run_search``), which a worker's engine
-uses through the same store.
+Plain blocking redis-py, cooperative under gevent's monkey patching; one client
+serves every greenlet. It is the public API over a :class:`~redflow.store.port.Store`:
+the work is done in ``store/`` (``enqueue``, ``reads``, ``children``, ``events``,
+``signals``, ``streams``, ``bulk``, ``purge``, ``run_search``), which a worker's engine uses too.
 """
 
 from __future__ import annotations
@@ -14,7 +12,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from datetime import timedelta
 from typing import Any
 
-from redflow.core.errors import RedflowError
+from redflow.core.errors import RedflowError, RunNotFoundError
 from redflow.core.keys import RUN_STATUSES
 from redflow.core.models import EventDef, Run, RunField, Step
 from redflow.core.models.streams import StreamItem
@@ -23,7 +21,7 @@ from redflow.core.run_state import RunState
 from redflow.core.tags import validate_tags
 from redflow.core.workflow_def import Registry, WorkflowDef, get_default_registry
 from redflow.handle import RunHandle
-from redflow.store import bulk, children, events, reads, streams
+from redflow.store import bulk, children, events, reads, signals, streams
 from redflow.store.connection import close_redis, create_redis, resolve_prefix
 from redflow.store.enqueue import enqueue, enqueue_many
 from redflow.store.memory import check_eviction_policy_once
@@ -125,12 +123,19 @@ class RedflowClient:
         return RunHandle(self, enqueue(self.store, request))
 
     def run_many(
-        self, workflow: WorkflowDef | str, inputs: Iterable[Any], *, queue: str | None = None, batch: int = 500, priority: int = 0
+        self,
+        workflow: WorkflowDef | str,
+        inputs: Iterable[Any],
+        *,
+        queue: str | None = None,
+        batch: int = 500,
+        priority: int = 0,
+        tags: Mapping[str, str] | None = None,
     ) -> list[RunHandle]:
-        """Start many runs of one workflow, one pipelined round trip per
-        ``batch`` runs (no idempotency keys, no delays): bulk loads and benches."""
-        target = self.targets.resolve(workflow)
-        requests = (self.targets.request(target, raw, queue=queue, priority=priority) for raw in inputs)
+        """Start many runs of one workflow, one pipelined round trip per ``batch``
+        runs (no idempotency keys, no delays): bulk loads and benches. ``tags``: each run's, as for :meth:`run`."""
+        target, tags = self.targets.resolve(workflow), validate_tags(tags) or None
+        requests = (self.targets.request(target, raw, queue=queue, priority=priority, tags=tags) for raw in inputs)
         return [RunHandle(self, run_id) for run_id in enqueue_many(self.store, requests, batch=batch)]
 
     def _available_at_ms(self, delay: float | None, run_at: float | None) -> int:
@@ -170,6 +175,12 @@ class RedflowClient:
         """Block until the run is terminal (see ``store/reads.py``); ``TimeoutError``
         after ``timeout`` seconds. ``assist(state) -> bool`` may run a pending run itself."""
         return reads.wait_for(self.store, run_id, timeout_s=timeout, assist=assist)
+
+    def get_handle(self, run_id: str) -> RunHandle:
+        """A handle for a stored run (``result``, ``status``, ``cancel``...); :class:`RunNotFoundError` if there is none."""
+        if not isinstance(run_id, str) or not run_id or self.read_state(run_id) is None:
+            raise RunNotFoundError(str(run_id))
+        return RunHandle(self, run_id)
 
     def get_run(self, run_id: str) -> Run | None:
         return reads.get_run(self.store, run_id)
@@ -323,6 +334,12 @@ class RedflowClient:
         if at is None:
             raise RedflowError("schedule_event needs at= (unix seconds)")
         return events.fan_out(self.store, self.targets, name, payload, idempotency_key=idempotency_key, at_ms=int(at * 1000))
+
+    def signal(self, run_id: str, name: str, payload: Any = None) -> bool:
+        """Send signal ``name`` with ``payload`` (JSON) to run ``run_id``: kept until its
+        ``step.wait_for_signal(name)`` takes it (one per wait, in the order sent). False,
+        storing nothing, when the run has ended or does not exist (store/signals.py)."""
+        return signals.send(self.store, run_id, name, payload)
 
     # -- registry ----------------------------------------------------------
     def sync_registry(self, registry: Registry | None = None) -> None:

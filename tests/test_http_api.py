@@ -4,7 +4,6 @@ error that creates no run."""
 
 import http.client
 import json
-import logging
 import os
 import re
 import shutil
@@ -12,11 +11,11 @@ import socket
 import subprocess
 
 import pytest
-from helpers import ROOT, request
+from helpers import ROOT, nested, request, wait_until
 
 from redflow import RedflowError, create_client
+from redflow.core.signals import MAX_WAITING_PER_NAME
 from redflow.ops.dashboard import Dashboard, serve
-from redflow.ops.wsgi_server import start_wsgi_server
 from redflow.testing import free_port
 from tests.apps import api_app
 
@@ -237,43 +236,38 @@ def test_an_event_starts_its_subscribers_and_says_which(dashboard, client, start
     assert len(all_runs(client)) == 1
 
 
-def test_signals_check_the_run_and_answer_501_until_redflow_has_signals(dashboard, client, start):
+def test_a_signal_over_http_reaches_the_waiting_run_and_a_refused_one_says_why_and_stores_nothing(dashboard, client, start, r):
     port = dashboard()
     start()
     done = call(port, "POST", "/api/runs", {"workflow": "send-welcome", "input": {"user": 1}})[2]["id"]
     client.wait_for(done, timeout=10)
-    live = call(port, "POST", "/api/runs", {"workflow": "send-welcome", "input": {"user": 2}, "delay": 3600})[2]["id"]
-    signal = {"name": "approve", "payload": {"by": "ada"}}
+    review = call(port, "POST", "/api/runs", {"workflow": "review", "input": {"doc": 7}})[2]["id"]
+    wait_until(lambda: client.get_run(review).parked_for == "signal", message="the review to wait for its signal")
+    status, _, reply = call(port, "POST", f"/api/runs/{review}/signal", {"name": "approve", "payload": {"by": "ada"}})
+    assert (status, reply) == (202, {"id": review, "signal": "approve"})
+    assert client.wait_for(review, timeout=10).outcome() == {"doc": 7, "approved_by": "ada"}
+
+    signal = {"name": "approve", "payload": {"by": "bob"}}
     assert error_of(call(port, "POST", "/api/runs/run_missing/signal", signal)) == (404, "RunNotFoundError")
     assert error_of(call(port, "POST", f"/api/runs/{done}/signal", signal)) == (409, "RunFinished")
-    assert error_of(call(port, "POST", f"/api/runs/{live}/signal", {"payload": 1})) == (400, "InvalidField")
-    status, _, reply = call(port, "POST", f"/api/runs/{live}/signal", signal)
-    assert (status, reply["error"]["name"]) == (501, "NotImplemented") and "nothing was sent" in reply["error"]["message"]
+    assert error_of(call(port, "POST", f"/api/runs/{review}/signal", signal)) == (409, "RunFinished")
+    assert error_of(call(port, "POST", f"/api/runs/{done}/signal", {"payload": 1})) == (400, "InvalidField")
+    assert error_of(call(port, "POST", f"/api/runs/{done}/signal", {"name": "x" * 201})) == (400, "InvalidField")
+    assert error_of(call(port, "GET", f"/api/runs/{done}/signal")) == (405, "MethodNotAllowed")
+    later = client.run("send-welcome", {"user": 2}, delay=3600).id
+    deep = {"name": "approve", "payload": nested(300)}  # parses (1,024 levels), does not encode (254)
+    assert error_of(call(port, "POST", f"/api/runs/{later}/signal", deep)) == (400, "InputValidationError")
+    assert [key for key in r.scan_iter(f"{client.prefix}:*:signals")] == []
 
 
-def test_the_signal_route_sends_through_its_hook_and_says_when_the_run_ended_meanwhile(client):
-    """What connecting ``client.signal`` gives (the hook is a plain callable)."""
-    app = Dashboard(client, token=TOKEN)
-    live = client.run("send-welcome", {"user": 1}, delay=3600).id
-    sent = []
-
-    def send(run_id, name, payload):
-        sent.append((run_id, name, payload))
-        if payload == "too late":
-            client.cancel(run_id)
-            return False
-        return True
-
-    app.api.send_signal = send
-    server = start_wsgi_server(app, "127.0.0.1", 0, what="the test dashboard", access_log="test.access", access_level=logging.DEBUG)
-    try:
-        port = server.server_port
-        status, _, reply = call(port, "POST", f"/api/runs/{live}/signal", {"name": "approve", "payload": {"by": "ada"}})
-        assert (status, reply) == (202, {"id": live, "signal": "approve"})
-        assert error_of(call(port, "POST", f"/api/runs/{live}/signal", {"name": "approve", "payload": "too late"})) == (409, "RunFinished")
-        assert sent == [(live, "approve", {"by": "ada"}), (live, "approve", "too late")]
-    finally:
-        server.stop(timeout=1)
+def test_a_signal_past_the_runs_bound_is_a_429_and_stores_nothing(dashboard, client, r):
+    port = dashboard()
+    later = client.run("send-welcome", {"user": 2}, delay=3600).id
+    for n in range(MAX_WAITING_PER_NAME):
+        client.signal(later, "approve", n)
+    kept = r.hgetall(client.keys.run_signals(later))
+    assert error_of(call(port, "POST", f"/api/runs/{later}/signal", {"name": "approve"})) == (429, "SignalBufferFullError")
+    assert r.hgetall(client.keys.run_signals(later)) == kept
 
 
 def test_a_run_whose_output_does_not_decode_or_nests_too_deep_is_still_served(dashboard, client, r):

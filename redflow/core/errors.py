@@ -130,6 +130,17 @@ class EvictingRedisError(RedflowError):
     ``noeviction``), and the worker was told to refuse such a Redis."""
 
 
+class SignalBufferFullError(RedflowError):
+    """``client.signal`` refused a signal: as many signals wait for the run as a
+    run keeps (``core/signals.py``: per signal name, and in all). Nothing was
+    stored; the run takes the waiting ones as its waits reach them."""
+
+    def __init__(self, run_id: str, name: str, bounds: str) -> None:
+        self.run_id = run_id
+        self.signal = name
+        super().__init__(f"run {run_id} has as many signals waiting as a run keeps ({bounds}); signal {name!r} was not stored")
+
+
 class RunFailedError(RedflowError):
     """The awaited run ended ``failed``; ``.error`` holds its error JSON."""
 

@@ -17,3 +17,9 @@ def welcome_input(value: Any) -> Any:
 @define_workflow("send-welcome", schema=welcome_input, events=["user.created"], registry=registry)
 def send_welcome(ctx):
     return {"sent_to": ctx.input["user"]}
+
+
+@define_workflow("review", registry=registry)
+def review(ctx):
+    decision = ctx.step.wait_for_signal("approve", timeout=86400)  # a day, then None
+    return {"doc": ctx.input["doc"], "approved_by": decision["by"] if decision else None}

@@ -145,6 +145,15 @@ def step_succeeded_json(seq: int, started_at_ms: int, finished_at_ms: int, outpu
     return _step_ended_json(STEP_SUCCEEDED, seq, started_at_ms, finished_at_ms, ("outputJson", output_json), attempt)
 
 
+def step_succeeded_around(seq: int, started_at_ms: int, finished_at_ms: int, attempt: int | None = None) -> tuple[str, str]:
+    """A succeeded step's record cut where its ``outputJson`` value goes: the text
+    before and after it. A script puts a payload there, as a JSON string, when the
+    payload comes from Redis (store/lua/take_signal.lua: a signal)."""
+    record = step_succeeded_json(seq, started_at_ms, finished_at_ms, "", attempt)
+    cut = record.index('"outputJson":""') + len('"outputJson":')
+    return record[:cut], record[cut + 2 :]
+
+
 def step_failed_json(seq: int, started_at_ms: int, finished_at_ms: int, error_json: str, attempt: int | None = None) -> str:
     return _step_ended_json(STEP_FAILED, seq, started_at_ms, finished_at_ms, ("errorJson", error_json), attempt)
 
@@ -161,13 +170,16 @@ def _step_ended_json(status: str, seq: int, started_at_ms: int, finished_at_ms: 
 WAIT_SLEEP = "sleep"
 WAIT_EVENT = "event"
 WAIT_CHILDREN = "children"
+WAIT_SIGNAL = "signal"
+_WAIT_KINDS = (WAIT_SLEEP, WAIT_EVENT, WAIT_CHILDREN, WAIT_SIGNAL)
 
 
 @dataclass(frozen=True, slots=True)
 class Wait:
     """What a step parked in a durable wait waits for, kept in its ``running``
     step record under ``wait`` (so the wait replays): a sleep's wake time, an
-    event with its match and timeout, or the ids of child runs. Times in ms."""
+    event with its match and timeout, the ids of child runs, or a signal's
+    name with its timeout. Times in ms."""
 
     kind: str
     wake_at_ms: int | None = None
@@ -175,19 +187,22 @@ class Wait:
     match: dict[str, Any] | None = None
     timeout_at_ms: int | None = None
     children: tuple[str, ...] = ()
+    signal: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         if self.kind == WAIT_SLEEP:
             return {"kind": self.kind, "wakeAt": self.wake_at_ms}
         if self.kind == WAIT_EVENT:
             return {"kind": self.kind, "event": self.event, "match": self.match, "timeoutAt": self.timeout_at_ms}
+        if self.kind == WAIT_SIGNAL:
+            return {"kind": self.kind, "signal": self.signal, "timeoutAt": self.timeout_at_ms}
         return {"kind": self.kind, "children": list(self.children)}
 
     @classmethod
     def of_record(cls, record: Any) -> Wait | None:
         """The wait of a decoded step record, if it is a ``running`` record of one that can be read."""
         wait = record.get("wait") if isinstance(record, dict) and record.get("status") == STEP_RUNNING else None
-        if not isinstance(wait, dict) or wait.get("kind") not in (WAIT_SLEEP, WAIT_EVENT, WAIT_CHILDREN):
+        if not isinstance(wait, dict) or wait.get("kind") not in _WAIT_KINDS:
             return None
         children = wait.get("children")
         match = wait.get("match")
@@ -198,6 +213,7 @@ class Wait:
             match=match if isinstance(match, dict) else None,
             timeout_at_ms=_int_or_none(wait.get("timeoutAt")),
             children=tuple(c for c in children if isinstance(c, str)) if isinstance(children, list) else (),
+            signal=wait.get("signal") if isinstance(wait.get("signal"), str) else None,
         )
 
 
