@@ -28,7 +28,7 @@ from redflow.store.enqueue import enqueue, enqueue_many
 from redflow.store.memory import check_eviction_policy_once
 from redflow.store.port import Store
 from redflow.store.purge import PurgeQuery, purge_finished
-from redflow.store.requests import IDEMPOTENCY_TTL_S
+from redflow.store.requests import IDEMPOTENCY_TTL_S, EnqueueRequest
 from redflow.store.run_search import Entry, RunFilter, RunList
 from redflow.store.targets import Target, Targets
 from redflow.sync import sync_registry
@@ -127,9 +127,13 @@ class RedflowClient:
         self, workflow: WorkflowDef | str, inputs: Iterable[Any], *, queue: str | None = None, batch: int = 500, priority: int = 0
     ) -> list[RunHandle]:
         """Start many runs of one workflow, one pipelined round trip per
-        ``batch`` runs (no idempotency keys, no delays): bulk loads and benches."""
+        ``batch`` runs (no idempotency keys, no delays): bulk loads and benches.
+        A list or tuple of inputs is checked whole before the first batch is sent
+        (a refused input starts no run); other iterables are read as they go."""
         target = self.targets.resolve(workflow)
-        requests = (self.targets.request(target, raw, queue=queue, priority=priority) for raw in inputs)
+        requests: Iterable[EnqueueRequest] = (self.targets.request(target, raw, queue=queue, priority=priority) for raw in inputs)
+        if isinstance(inputs, (list, tuple)):
+            requests = list(requests)
         return [RunHandle(self, run_id) for run_id in enqueue_many(self.store, requests, batch=batch)]
 
     def _available_at_ms(self, delay: float | None, run_at: float | None) -> int:

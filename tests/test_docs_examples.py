@@ -38,6 +38,14 @@ EXPECTED_OUTPUT = {
     "waits": lambda out: out.splitlines() == WAITS_OUTPUT,
     "values": lambda out: out.splitlines() == [VALUES_REFUSAL, "2027"],
     "versioned-step": lambda out: out.splitlines() == ["by post / by courier"],
+    "schemas": lambda out: (
+        out.splitlines()
+        == [
+            "['lines'] has 0 items, fewer than 1",
+            '[\'carrier\'] "fedex" is not one of "dhl", "ups"',
+            "queued",
+        ]
+    ),
 }
 
 

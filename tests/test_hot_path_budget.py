@@ -52,6 +52,20 @@ def test_a_busy_worker_spends_one_round_trip_and_12_commands_per_no_op_run(start
     assert 0.99 <= by_command["fcall"] <= 1.05 and by_command.get("blmove", 0) <= 0.05, by_command
 
 
+def test_a_workflow_with_a_schema_costs_the_worker_no_more_commands(start, client, redis_url):
+    """Its input is checked in Python at every attempt (and its JSON Schema synced once, at start)."""
+    registry = Registry()
+
+    @define_workflow("checked-noop", schema={"type": "null"}, registry=registry)
+    def checked_noop(ctx):
+        return None
+
+    client.sync_registry(registry)
+    trips, commands, by_command = drain_counts(lambda **o: start(registry, **o), client, redis_url, checked_noop, concurrency=4)
+    assert trips <= 1.2, (trips, by_command)
+    assert commands <= 12.3, (commands, by_command)
+
+
 def test_a_waiting_client_costs_the_run_two_commands_and_nobody_waiting_costs_none(start, client, registry):
     @define_workflow("slow-noop", registry=registry)
     def slow_noop(ctx):
