@@ -87,21 +87,17 @@ def bare(redis_url, prefix):
     c.close()
 
 
-def snapshot(redis_url, prefix):
+def snapshot(r, prefix):
     """Every key under the prefix with its content: equal snapshots, nothing written."""
     read = {
-        "string": lambda c, k: c.get(k),
-        "hash": lambda c, k: c.hgetall(k),
-        "set": lambda c, k: sorted(c.smembers(k)),
-        "zset": lambda c, k: c.zrange(k, 0, -1, withscores=True),
-        "list": lambda c, k: c.lrange(k, 0, -1),
-        "stream": lambda c, k: c.xrange(k),
+        "string": r.get,
+        "hash": r.hgetall,
+        "set": lambda k: sorted(r.smembers(k)),
+        "zset": lambda k: r.zrange(k, 0, -1, withscores=True),
+        "list": lambda k: r.lrange(k, 0, -1),
+        "stream": r.xrange,
     }
-    c = redis.Redis.from_url(redis_url, decode_responses=True)
-    try:
-        return {key: read[c.type(key)](c, key) for key in c.scan_iter(f"{prefix}:*")}
-    finally:
-        c.close()
+    return {key: read[r.type(key)](key) for key in r.scan_iter(f"{prefix}:*")}
 
 
 GOOD_ORDER = {"order_id": 7, "lines": [{"sku": "ABC-1", "qty": 2}]}
@@ -115,12 +111,10 @@ BAD_ORDERS = [
 
 
 @pytest.mark.parametrize(("bad", "why"), BAD_ORDERS)
-def test_input_a_synced_pydantic_schema_refuses_is_refused_by_name_and_nothing_is_written(
-    client, deployed, bare, redis_url, prefix, bad, why
-):
+def test_input_a_synced_pydantic_schema_refuses_is_refused_by_name_and_nothing_is_written(client, deployed, bare, r, prefix, bad, why):
     client.sync_registry(deployed)  # what a worker does when it starts
     bare.run("place-order", GOOD_ORDER)  # the metadata is read (and cached) by a run that passes
-    before = snapshot(redis_url, prefix)
+    before = snapshot(r, prefix)
     with pytest.raises(InputValidationError) as refused:
         bare.run("place-order", bad)
     message = str(refused.value)
@@ -128,12 +122,12 @@ def test_input_a_synced_pydantic_schema_refuses_is_refused_by_name_and_nothing_i
         "Workflow input validation failed (the JSON Schema synced for 'place-order', checked before the run is created): "
     )
     assert why in message and refused.value.issues
-    assert snapshot(redis_url, prefix) == before
+    assert snapshot(r, prefix) == before
 
 
-def test_input_a_synced_json_schema_refuses_is_refused_by_name_strictly(client, deployed, bare, redis_url, prefix):
+def test_input_a_synced_json_schema_refuses_is_refused_by_name_strictly(client, deployed, bare, r, prefix):
     client.sync_registry(deployed)
-    before = snapshot(redis_url, prefix)
+    before = snapshot(r, prefix)
     for bad, why in [
         ({"order_id": "7", "carrier": "dhl"}, 'input["order_id"]: "7" is not of type integer'),  # strict: no conversion
         ({"order_id": 7, "carrier": "fedex"}, 'input["carrier"]: "fedex" is not one of "dhl", "ups"'),
@@ -142,10 +136,10 @@ def test_input_a_synced_json_schema_refuses_is_refused_by_name_strictly(client, 
         with pytest.raises(InputValidationError, match="synced for 'ship-order'") as refused:
             bare.run("ship-order", bad)
         assert why in str(refused.value)
-    assert snapshot(redis_url, prefix) == before
+    assert snapshot(r, prefix) == before
     with pytest.raises(InputValidationError):
         bare.run_many("ship-order", [{"order_id": 1, "carrier": "ups"}, {"order_id": 2}])
-    assert snapshot(redis_url, prefix) == before  # a list is checked whole before the first batch
+    assert snapshot(r, prefix) == before  # a list is checked whole before the first batch
 
 
 def test_what_the_model_converts_passes_by_name_and_the_worker_hands_over_the_converted_input(client, deployed, bare, start):
@@ -246,14 +240,14 @@ def test_a_payload_one_subscriber_refuses_starts_no_run_and_resumes_no_waiting_r
     wait_until(lambda: client.get_run(waiting.id).parked_step == "placed", message="the run waits for order.placed")
     worker.stop(timeout=5)  # nothing runs now: what the emit wrote stays visible
     emitting = client if emitter == "with the code" else bare
-    created = r.zcard(client.keys.runs_created())
+    created = r.zcard(client.keys.runs_created("default"))
     waiters = r.hgetall(client.keys.event_waiters("order.placed"))
     payload = {**GOOD_ORDER, "carrier": "dhl"}  # the model forbids "carrier", the JSON Schema requires it
     with pytest.raises(InputValidationError, match="carrier"):
         emitting.emit_event("order.placed", payload)
     with pytest.raises(InputValidationError):
         emitting.schedule_event("order.placed", payload, at=9_999_999_999)
-    assert r.zcard(client.keys.runs_created()) == created
+    assert r.zcard(client.keys.runs_created("default")) == created
     assert r.hgetall(client.keys.event_waiters("order.placed")) == waiters
     assert client.get_run(waiting.id).status == "scheduled" and r.zcard(client.keys.scheduled_events()) == 0
 
@@ -270,7 +264,7 @@ def test_a_payload_one_subscriber_refuses_starts_no_run_and_resumes_no_waiting_r
 
 
 def test_run_many_checks_a_list_whole_and_an_iterator_as_it_goes(client, deployed, r):
-    created = client.keys.runs_created()
+    created = client.keys.runs_created("default")
     orders = [GOOD_ORDER, {**GOOD_ORDER, "order_id": 8}, {"order_id": 9}]  # the third has no lines
     with pytest.raises(InputValidationError):
         client.run_many("place-order", orders, batch=1)
