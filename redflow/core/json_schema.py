@@ -52,8 +52,6 @@ ANNOTATIONS = frozenset(
     }
 )  # fmt: skip
 TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
-#: How many schemas deep one value is checked (a ``$ref`` loop stops here).
-MAX_DEPTH = 200
 #: How many issues a refusal lists (its message names the first few).
 MAX_ISSUES = 20
 _SHOWN = 3
@@ -63,6 +61,9 @@ _LAX_GROUP = {"boolean": "boolean", "integer": "numeric", "number": "numeric", "
 #: Where in the input (keys and indexes), and what is wrong there.
 Loc = tuple[Any, ...]
 Issues = list[dict[str, Any]]
+#: The schemas applied to one value so far, through ``$ref`` and ``allOf`` / ``anyOf`` / ``oneOf`` /
+#: ``not`` (their ids): one applied twice is a loop that reads no deeper into the value.
+Chain = tuple[int, ...]
 
 
 class JsonSchema:
@@ -98,28 +99,29 @@ class JsonSchema:
         """What is wrong with ``data`` (JSON values), at most :data:`MAX_ISSUES`; empty when it matches."""
         found: Issues = []
         try:
-            self._check(self.document, data, (), found, 0)
-        except RecursionError:  # data nested deeper than Python's stack: the worker checks it
-            if not self.lax:
+            self._check(self.document, data, (), found, ())
+        except RecursionError:  # data nested deeper than Python's stack allows to follow
+            if not self.lax:  # strict: refused rather than let through unchecked; lax: the worker decides
                 return [_issue((), "is nested too deep to check", "depth")]
         return found[:MAX_ISSUES]
 
     # -- the keywords -----------------------------------------------------------
-    def _check(self, schema: Any, value: Any, loc: Loc, out: Issues, depth: int) -> None:
+    def _check(self, schema: Any, value: Any, loc: Loc, out: Issues, chain: Chain) -> None:
         if schema is False:
             out.append(_issue(loc, "is not allowed here", "false"))
             return
         if not isinstance(schema, Mapping) or len(out) >= MAX_ISSUES:
             return  # true, or a form this checker does not know (lint refuses it in strict): the worker judges
-        if depth > MAX_DEPTH:
+        if id(schema) in chain:
             if not self.lax:
-                out.append(_issue(loc, "is nested deeper than the schema can be followed ($ref loop?)", "$ref"))
+                out.append(_issue(loc, "meets a $ref loop that reads no deeper into the input", "$ref"))
             return
+        chain = (*chain, id(schema))
         ref = schema.get("$ref")
         if isinstance(ref, str):
             target = self._resolve(ref)
             if target is not _MISSING:
-                self._check(target, value, loc, out, depth + 1)
+                self._check(target, value, loc, out, chain)
         kind = _kind(value)
         if "type" in schema and not self._type_ok(kind, schema["type"]):
             out.append(_issue(loc, f"{_short(value)} is not of type {_types(schema['type'])}", "type"))
@@ -127,30 +129,30 @@ class JsonSchema:
             if isinstance(members, list) and not self._member(value, members):
                 expected = f"one of {', '.join(_short(m) for m in members[:8])}" if word == "enum" else _short(members[0])
                 out.append(_issue(loc, f"{_short(value)} is not {expected}", word))
-        self._combinators(schema, value, loc, out, depth)
+        self._combinators(schema, value, loc, out, chain)
         check = _BY_KIND.get(kind)
         if check is not None:
-            check(self, schema, value, loc, out, depth)
+            check(self, schema, value, loc, out, chain)
 
-    def _combinators(self, schema: Mapping[str, Any], value: Any, loc: Loc, out: Issues, depth: int) -> None:
+    def _combinators(self, schema: Mapping[str, Any], value: Any, loc: Loc, out: Issues, chain: Chain) -> None:
         for sub in _schemas(schema.get("allOf")):
-            self._check(sub, value, loc, out, depth + 1)
+            self._check(sub, value, loc, out, chain)
         for word in ("anyOf", "oneOf"):
             branches = _schemas(schema.get(word))
             if not branches:
                 continue
-            results = [self._sub(branch, value, loc, depth) for branch in branches]
+            results = [self._sub(branch, value, loc, chain) for branch in branches]
             passed = sum(1 for found in results if not found)
             if passed == 0:
                 out.extend(self._closest(value, loc, branches, results, word))
             elif word == "oneOf" and passed > 1 and not self.lax:  # lax: conversions can make several match
                 out.append(_issue(loc, f"matches {passed} of the oneOf schemas, not exactly one", word))
-        if "not" in schema and not self.lax and not self._sub(schema["not"], value, loc, depth):
+        if "not" in schema and not self.lax and not self._sub(schema["not"], value, loc, chain):
             out.append(_issue(loc, f"{_short(value)} must not match the 'not' schema", "not"))
 
-    def _sub(self, schema: Any, value: Any, loc: Loc, depth: int) -> Issues:
+    def _sub(self, schema: Any, value: Any, loc: Loc, chain: Chain) -> Issues:
         found: Issues = []
-        self._check(schema, value, loc, found, depth + 1)
+        self._check(schema, value, loc, found, chain)
         return found
 
     def _type_ok(self, kind: str, expected: Any) -> bool:
@@ -168,7 +170,7 @@ class JsonSchema:
         group = _LAX_GROUP.get(_kind(value))
         return self.lax and group is not None and any(_LAX_GROUP.get(_kind(m)) not in (None, group) for m in members)
 
-    def _number(self, schema: Mapping[str, Any], value: Any, loc: Loc, out: Issues, depth: int) -> None:
+    def _number(self, schema: Mapping[str, Any], value: Any, loc: Loc, out: Issues, chain: Chain) -> None:
         for word, fails, relation in _NUMBER_BOUNDS:
             bound = schema.get(word)
             if _is_number(bound) and fails(value, bound):
@@ -177,7 +179,7 @@ class JsonSchema:
         if _is_number(step) and step > 0 and not _multiple(value, step):
             out.append(_issue(loc, f"{_short(value)} is not a multiple of {_short(step)}", "multipleOf"))
 
-    def _string(self, schema: Mapping[str, Any], value: str, loc: Loc, out: Issues, depth: int) -> None:
+    def _string(self, schema: Mapping[str, Any], value: str, loc: Loc, out: Issues, chain: Chain) -> None:
         low, high = schema.get("minLength"), schema.get("maxLength")
         if isinstance(low, int) and len(value) < low:
             out.append(_issue(loc, f"{_short(value)} is shorter than {low} characters", "minLength"))
@@ -187,7 +189,7 @@ class JsonSchema:
         if pattern is not None and pattern.search(value) is None:
             out.append(_issue(loc, f"{_short(value)} does not match {pattern.pattern!r}", "pattern"))
 
-    def _array(self, schema: Mapping[str, Any], value: list[Any], loc: Loc, out: Issues, depth: int) -> None:
+    def _array(self, schema: Mapping[str, Any], value: list[Any], loc: Loc, out: Issues, chain: Chain) -> None:
         unique = schema.get("uniqueItems") is True
         low, high = schema.get("minItems"), schema.get("maxItems")
         if isinstance(low, int) and len(value) < low:
@@ -203,9 +205,9 @@ class JsonSchema:
         for index, item in enumerate(value):
             sub = prefix[index] if index < len(prefix) else items
             if sub is not None:
-                self._check(sub, item, (*loc, index), out, depth + 1)
+                self._check(sub, item, (*loc, index), out, ())
 
-    def _object(self, schema: Mapping[str, Any], value: dict[str, Any], loc: Loc, out: Issues, depth: int) -> None:
+    def _object(self, schema: Mapping[str, Any], value: dict[str, Any], loc: Loc, out: Issues, chain: Chain) -> None:
         required = schema.get("required")
         for name in required if isinstance(required, list) else ():
             if isinstance(name, str) and name not in value:
@@ -223,18 +225,18 @@ class JsonSchema:
         names = schema.get("propertyNames", True)
         for key, item in value.items():
             if names is not True:
-                self._check(names, key, (*loc, key), out, depth + 1)
+                self._check(names, key, (*loc, key), out, ())
             matched = key in properties
             if matched:
-                self._check(properties[key], item, (*loc, key), out, depth + 1)
+                self._check(properties[key], item, (*loc, key), out, ())
             for pattern, sub in patterns:
                 if pattern is not None and pattern.search(key) is not None:
                     matched = True
-                    self._check(sub, item, (*loc, key), out, depth + 1)
+                    self._check(sub, item, (*loc, key), out, ())
             if not matched and extra is False:
                 out.append(_issue((*loc, key), "is not an allowed property", "additionalProperties"))
             elif not matched:
-                self._check(extra, item, (*loc, key), out, depth + 1)
+                self._check(extra, item, (*loc, key), out, ())
 
     def _closest(self, value: Any, loc: Loc, branches: list[Any], results: list[Issues], word: str) -> Issues:
         """Why no branch of an ``anyOf`` / ``oneOf`` matched: the issues of the one
