@@ -202,7 +202,7 @@ def test_a_deploy_that_changes_a_schema_is_seen_by_name_within_the_metadata_ttl(
     first, second, third = Registry(), Registry(), Registry()
     define_workflow("ship-order", schema={"type": "object", "required": ["order_id"]}, registry=first)(echo)
     define_workflow("ship-order", schema=SHIPMENT, registry=second)(echo)
-    define_workflow("ship-order", registry=third)(echo)  # the schema removed
+    define_workflow("ship-order", registry=third)(echo)  # the schema removed (below, after a rewriting model)
     client.sync_registry(first)
     bare.run("ship-order", {"order_id": 1})  # read and cached
     client.sync_registry(second)
@@ -211,6 +211,11 @@ def test_a_deploy_that_changes_a_schema_is_seen_by_name_within_the_metadata_ttl(
     gevent.sleep(0.1)
     with pytest.raises(InputValidationError, match='input\\["carrier"\\]: is required'):
         bare.run("ship-order", {"order_id": 3})
+    rewriting = Registry()  # a model that rewrites its input: schema synced, no longer checked by name
+    define_workflow("ship-order", schema=LooseOrder, registry=rewriting)(echo)
+    client.sync_registry(rewriting)
+    gevent.sleep(0.1)
+    assert bare.get_run(bare.run("ship-order", "42").id).input == "42"
     client.sync_registry(third)
     gevent.sleep(0.1)
     assert bare.get_run(bare.run("ship-order", "anything").id).input == "anything"

@@ -351,7 +351,17 @@ def _equal(a: Any, b: Any) -> bool:
 
 
 def _has_duplicates(items: list[Any]) -> bool:
-    return any(_equal(items[i], items[j]) for i in range(len(items)) for j in range(i + 1, len(items)))
+    return len({_canonical(item) for item in items}) != len(items)
+
+
+def _canonical(value: Any) -> Any:
+    """A hashable form equal for JSON-equal values (1 and 1.0; not true and 1): uniqueItems in linear time."""
+    kind = _kind(value)
+    if kind == "array":
+        return (kind, tuple(_canonical(item) for item in value))
+    if kind == "object":
+        return (kind, frozenset((key, _canonical(item)) for key, item in value.items()))
+    return ("number" if kind == "integer" else kind, value)
 
 
 def _multiple(value: float, step: float) -> bool:
