@@ -73,7 +73,9 @@ class JsonSchema:
     __slots__ = ("document", "lax", "_refs", "_patterns")
 
     def __init__(self, document: Mapping[str, Any] | bool, *, lax: bool = False) -> None:
-        self.document: Any = document
+        # Its JSON form: plain dicts and lists (what a client reads back from the sync), and a copy
+        # the caller's later changes do not reach.
+        self.document: Any = codec.loads(codec.dumps(document, what="schema"))
         self.lax = lax
         self._refs: dict[str, Any] = {}
         self._patterns: dict[str, re.Pattern[str] | None] = {}
@@ -110,7 +112,7 @@ class JsonSchema:
         if schema is False:
             out.append(_issue(loc, "is not allowed here", "false"))
             return
-        if not isinstance(schema, Mapping) or len(out) >= MAX_ISSUES:
+        if not isinstance(schema, dict) or len(out) >= MAX_ISSUES:
             return  # true, or a form this checker does not know (lint refuses it in strict): the worker judges
         if id(schema) in chain:
             if not self.lax:
@@ -134,7 +136,9 @@ class JsonSchema:
         if check is not None:
             check(self, schema, value, loc, out, chain)
 
-    def _combinators(self, schema: Mapping[str, Any], value: Any, loc: Loc, out: Issues, chain: Chain) -> None:
+    def _combinators(self, schema: dict[str, Any], value: Any, loc: Loc, out: Issues, chain: Chain) -> None:
+        if _COMBINATORS.isdisjoint(schema):
+            return
         for sub in _schemas(schema.get("allOf")):
             self._check(sub, value, loc, out, chain)
         for word in ("anyOf", "oneOf"):
@@ -170,7 +174,7 @@ class JsonSchema:
         group = _LAX_GROUP.get(_kind(value))
         return self.lax and group is not None and any(_LAX_GROUP.get(_kind(m)) not in (None, group) for m in members)
 
-    def _number(self, schema: Mapping[str, Any], value: Any, loc: Loc, out: Issues, chain: Chain) -> None:
+    def _number(self, schema: dict[str, Any], value: Any, loc: Loc, out: Issues, chain: Chain) -> None:
         for word, fails, relation in _NUMBER_BOUNDS:
             bound = schema.get(word)
             if _is_number(bound) and fails(value, bound):
@@ -179,7 +183,7 @@ class JsonSchema:
         if _is_number(step) and step > 0 and not _multiple(value, step):
             out.append(_issue(loc, f"{_short(value)} is not a multiple of {_short(step)}", "multipleOf"))
 
-    def _string(self, schema: Mapping[str, Any], value: str, loc: Loc, out: Issues, chain: Chain) -> None:
+    def _string(self, schema: dict[str, Any], value: str, loc: Loc, out: Issues, chain: Chain) -> None:
         low, high = schema.get("minLength"), schema.get("maxLength")
         if isinstance(low, int) and len(value) < low:
             out.append(_issue(loc, f"{_short(value)} is shorter than {low} characters", "minLength"))
@@ -189,7 +193,7 @@ class JsonSchema:
         if pattern is not None and pattern.search(value) is None:
             out.append(_issue(loc, f"{_short(value)} does not match {pattern.pattern!r}", "pattern"))
 
-    def _array(self, schema: Mapping[str, Any], value: list[Any], loc: Loc, out: Issues, chain: Chain) -> None:
+    def _array(self, schema: dict[str, Any], value: list[Any], loc: Loc, out: Issues, chain: Chain) -> None:
         unique = schema.get("uniqueItems") is True
         low, high = schema.get("minItems"), schema.get("maxItems")
         if isinstance(low, int) and len(value) < low:
@@ -207,7 +211,7 @@ class JsonSchema:
             if sub is not None:
                 self._check(sub, item, (*loc, index), out, ())
 
-    def _object(self, schema: Mapping[str, Any], value: dict[str, Any], loc: Loc, out: Issues, chain: Chain) -> None:
+    def _object(self, schema: dict[str, Any], value: dict[str, Any], loc: Loc, out: Issues, chain: Chain) -> None:
         required = schema.get("required")
         for name in required if isinstance(required, list) else ():
             if isinstance(name, str) and name not in value:
@@ -218,9 +222,9 @@ class JsonSchema:
         if isinstance(high, int) and len(value) > high:
             out.append(_issue(loc, f"has {len(value)} properties, more than {high}", "maxProperties"))
         properties = schema.get("properties")
-        properties = properties if isinstance(properties, Mapping) else {}
+        properties = properties if isinstance(properties, dict) else {}
         patterns = schema.get("patternProperties")
-        patterns = [(self._pattern(p), sub) for p, sub in patterns.items()] if isinstance(patterns, Mapping) else []
+        patterns = [(self._pattern(p), sub) for p, sub in patterns.items()] if isinstance(patterns, dict) else []
         extra = schema.get("additionalProperties", True)
         names = schema.get("propertyNames", True)
         for key, item in value.items():
@@ -253,7 +257,7 @@ class JsonSchema:
     def _type_of(self, schema: Any) -> Any:
         """The ``type`` a schema (or the one its ``$ref`` names) declares, or None."""
         for _ in range(8):
-            if not isinstance(schema, Mapping):
+            if not isinstance(schema, dict):
                 return None
             if "type" in schema:
                 return schema["type"]
@@ -278,6 +282,7 @@ class JsonSchema:
 
 
 _MISSING: Any = object()
+_COMBINATORS = frozenset({"allOf", "anyOf", "oneOf", "not"})
 
 
 def json_form(value: Any) -> Any:
@@ -295,7 +300,7 @@ def resolve_pointer(document: Any, ref: str) -> Any:
     node = document
     for token in ref[2:].split("/"):
         token = unquote(token).replace("~1", "/").replace("~0", "~")
-        if isinstance(node, Mapping) and token in node:
+        if isinstance(node, dict) and token in node:
             node = node[token]
         elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
             node = node[int(token)]
