@@ -16,7 +16,6 @@ from redflow.core.errors import RedflowError, RunNotFoundError
 from redflow.core.keys import RUN_STATUSES
 from redflow.core.models import EventDef, Run, RunField, Step
 from redflow.core.models.streams import StreamItem
-from redflow.core.retention import FINISHED_STATUSES, duration_s
 from redflow.core.run_state import RunState
 from redflow.core.tags import validate_tags
 from redflow.core.workflow_def import Registry, WorkflowDef, get_default_registry
@@ -27,7 +26,7 @@ from redflow.store.enqueue import enqueue, enqueue_many
 from redflow.store.memory import check_eviction_policy_once
 from redflow.store.port import Store
 from redflow.store.purge import PurgeQuery, purge_finished
-from redflow.store.requests import IDEMPOTENCY_TTL_S
+from redflow.store.requests import IDEMPOTENCY_TTL_S, EnqueueRequest
 from redflow.store.run_search import Entry, RunFilter, RunList
 from redflow.store.targets import Target, Targets
 from redflow.sync import sync_registry
@@ -132,10 +131,16 @@ class RedflowClient:
         priority: int = 0,
         tags: Mapping[str, str] | None = None,
     ) -> list[RunHandle]:
-        """Start many runs of one workflow, one pipelined round trip per ``batch``
-        runs (no idempotency keys, no delays): bulk loads and benches. ``tags``: each run's, as for :meth:`run`."""
+        """Start many runs of one workflow, one pipelined round trip per ``batch`` runs (no idempotency
+        keys, no delays): bulk loads and benches. ``tags``: each run's, as for :meth:`run`. A list or tuple
+        of inputs is checked whole before the first batch (a refused input starts no run); other iterables
+        are read as they go."""
         target, tags = self.targets.resolve(workflow), validate_tags(tags) or None
-        requests = (self.targets.request(target, raw, queue=queue, priority=priority, tags=tags) for raw in inputs)
+        requests: Iterable[EnqueueRequest] = (
+            self.targets.request(target, raw, queue=queue, priority=priority, tags=tags) for raw in inputs
+        )
+        if isinstance(inputs, (list, tuple)):
+            requests = list(requests)
         return [RunHandle(self, run_id) for run_id in enqueue_many(self.store, requests, batch=batch)]
 
     def _available_at_ms(self, delay: float | None, run_at: float | None) -> int:
@@ -308,14 +313,7 @@ class RedflowClient:
         in bounded batches. Live runs are never touched, nor the children of a
         run that is unfinished (its replay reads them). Returns how many runs
         were deleted (with ``dry_run``, how many would be)."""
-        seconds = duration_s(older_than, "older_than", zero_ok=True)
-        if seconds is None:
-            raise RedflowError("older_than is required: purge deletes runs that ended at least that many seconds ago")
-        if status is not None and status not in FINISHED_STATUSES:
-            raise RedflowError(f"purge deletes finished runs: status must be one of {', '.join(FINISHED_STATUSES)}, not {status!r}")
-        if workflow is not None and (not isinstance(workflow, str) or not workflow):
-            raise RedflowError("workflow must be a non-empty string")
-        query = PurgeQuery(self.now_ms() - round(seconds * 1000), (status,) if status else FINISHED_STATUSES, workflow)
+        query = PurgeQuery.of(self.now_ms(), older_than, status, workflow)
         return purge_finished(self.scripts, self.redis, query, reads.index_queues(self.store), dry_run=dry_run)
 
     # -- events (store/events.py) ---------------------------------------------

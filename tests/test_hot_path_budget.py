@@ -10,6 +10,7 @@ they add a few commands in all, which the bounds below leave room for.
 from __future__ import annotations
 
 import gevent
+import pytest
 from helpers import wait_until
 
 from redflow import Registry, define_workflow
@@ -39,10 +40,13 @@ def drain_counts(start, client, redis_url: str, workflow, *, concurrency: int, p
     return delta.trips / RUNS, sum(delta.commands.values()) / RUNS, {name: calls / RUNS for name, calls in delta.commands.items()}
 
 
-def test_a_busy_worker_spends_one_round_trip_and_12_commands_per_no_op_run(start, client, redis_url):
+# A schema costs no command: the worker checks the input in Python at every attempt
+# (and its JSON Schema is synced once, when the worker starts).
+@pytest.mark.parametrize("schema", [None, {"type": "null"}], ids=["no schema", "a JSON Schema"])
+def test_a_busy_worker_spends_one_round_trip_and_12_commands_per_no_op_run(start, client, redis_url, schema):
     registry = Registry()
 
-    @define_workflow("noop", registry=registry)
+    @define_workflow("noop", schema=schema, registry=registry)
     def noop(ctx):
         return None
 

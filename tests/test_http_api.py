@@ -2,6 +2,7 @@
 worker finished them, events, the token, and every bad request a 4xx JSON
 error that creates no run."""
 
+import argparse
 import http.client
 import json
 import os
@@ -15,6 +16,7 @@ from helpers import ROOT, nested, request, wait_until
 
 from redflow import RedflowError, create_client
 from redflow.core.signals import MAX_WAITING_PER_NAME
+from redflow.ops.cli.common import connect
 from redflow.ops.dashboard import Dashboard, serve
 from redflow.testing import free_port
 from tests.apps import api_app
@@ -123,9 +125,8 @@ BAD_RUNS = [
 ]
 
 
-def test_bad_requests_are_4xx_json_errors_naming_the_problem_and_create_no_run(dashboard, client, start):
-    port = dashboard()
-    start()  # subscribers and metadata synced: nothing but the request is missing
+def wrong_answers_to_bad_runs(port):
+    """The BAD_RUNS the API at ``port`` does not answer as listed, with a JSON error that has a message."""
     wrong = []
     for body, status, name in BAD_RUNS:
         raw = body if isinstance(body, bytes) else None
@@ -134,12 +135,43 @@ def test_bad_requests_are_4xx_json_errors_naming_the_problem_and_create_no_run(d
             wrong.append((body, answered, reply))
         elif not reply["error"]["message"]:
             wrong.append((body, "no message"))
-    assert wrong == []
+    return wrong
+
+
+def test_bad_requests_are_4xx_json_errors_naming_the_problem_and_create_no_run(dashboard, client, start):
+    port = dashboard()
+    start()  # subscribers and metadata synced: nothing but the request is missing
+    assert wrong_answers_to_bad_runs(port) == []
     _, _, reply = call(port, "POST", "/api/runs", {"workflow": "send-welcome", "input": {"user": 1}, "priorty": 5})
     assert "'priorty'" in reply["error"]["message"]  # the typo is named
     _, _, reply = call(port, "POST", "/api/runs", {"workflow": "send-welcome", "input": {"user": "42"}})
-    assert reply["error"]["message"] == 'Workflow input validation failed: the input is {"user": <int>}'
+    assert reply["error"]["message"] == 'Workflow input validation failed: input["user"]: "42" is not of type integer'
     assert all_runs(client) == []
+
+
+def test_a_dashboard_without_the_workflows_code_refuses_what_its_synced_schema_refuses(redis_url, prefix, client, registry, start):
+    """`redflow-gevent dashboard` imports no workflow code: it checks input against the JSON Schema the workers synced."""
+    start()  # a worker syncs send-welcome's metadata and JSON Schema
+    wait_until(lambda: client.redis.exists(client.keys.workflow("send-welcome")), message="the worker synced")
+    bare = connect(argparse.Namespace(redis_url=redis_url, prefix=prefix))  # the client the dashboard command builds
+    server = serve(bare, "127.0.0.1", 0, token=TOKEN)
+    try:
+        port = server.server_port
+        assert wrong_answers_to_bad_runs(port) == []  # the schema's refusals included
+        _, _, reply = call(port, "POST", "/api/runs", {"workflow": "send-welcome", "input": {"user": "42"}})
+        assert reply["error"]["message"] == (
+            "Workflow input validation failed (the JSON Schema synced for 'send-welcome', checked before the run is created): "
+            'input["user"]: "42" is not of type integer'
+        )
+        refused_event = call(port, "POST", "/api/events", {"event": "user.created", "payload": {"user": "x"}})
+        assert error_of(refused_event) == (400, "InputValidationError")
+        assert all_runs(client) == []
+        status, _, created = call(port, "POST", "/api/runs", {"workflow": "send-welcome", "input": {"user": 5}})
+        assert status == 201 and client.wait_for(created["id"], timeout=10).status == "succeeded"
+        assert client.get_run(created["id"]).output == {"sent_to": 5}
+    finally:
+        server.stop(timeout=1)
+        bare.close()
 
 
 def test_every_route_needs_the_bearer_token_compared_whole(dashboard, client):

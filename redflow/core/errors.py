@@ -81,9 +81,21 @@ class UnknownWorkflowError(RedflowError, LookupError):
 
     kind = KIND_UNKNOWN_WORKFLOW
 
-    def __init__(self, workflow: str) -> None:
+    def __init__(self, workflow: str, *, searched: str | None = None, suggestions: tuple[str, ...] = (), hint: str | None = None) -> None:
+        """``searched``: where the name was looked for; ``suggestions``: the known
+        names nearest to it; ``hint``: what to check when nothing is near."""
         self.workflow = workflow
-        super().__init__(f"Unknown workflow: {workflow!r}" if workflow else "Run has no workflow name")
+        self.searched = searched
+        self.suggestions = suggestions
+        if not workflow:
+            message = "Run has no workflow name"
+        else:
+            message = f"Unknown workflow: {workflow!r}" + (f" (searched {searched})" if searched else "")
+            if suggestions:
+                message += f"; did you mean {' or '.join(repr(name) for name in suggestions)}?"
+            if hint:
+                message += f"; {hint}"
+        super().__init__(message)
 
 
 class InputValidationError(RedflowError, ValueError):

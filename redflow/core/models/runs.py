@@ -91,6 +91,10 @@ class WorkflowField:
     MAX_CONCURRENCY = "maxConcurrency"
     #: what views show of its limits (redflow-gevent extension)
     LIMITS_JSON = "limitsJson"
+    #: the input's JSON Schema (the asyncio package's field; ``core/input_schema.py``)
+    INPUT_SCHEMA_JSON = "inputSchemaJson"
+    #: how a client without the code may check input against it: strict, lax (redflow-gevent extension)
+    INPUT_SCHEMA_CHECK = "inputSchemaCheck"
 
 
 class TriggerField:
