@@ -42,6 +42,10 @@ setup(
             "tox>=4",
             "opentelemetry-api>=1.20",
             "opentelemetry-sdk>=1.20",
+            # tests/test_input_schema*.py: pydantic models as schemas, and the reference
+            # JSON Schema validator that redflow's own checker (core/json_schema.py) is compared with
+            "pydantic>=2",
+            "jsonschema>=4.18",
         ],
         "metrics": ["prometheus_client>=0.17"],
         # embedding under gunicorn: its gevent worker imports `packaging`, which gunicorn requires only under its gevent extra

@@ -56,6 +56,7 @@ _EXPORTS = {
     "NonRetryableError": "core.errors",
     "NonRetriableError": "core.errors",
     "RedisFullError": "core.errors",
+    "SignalBufferFullError": "core.errors",
     "EvictingRedisError": "core.errors",
 }
 
@@ -91,6 +92,7 @@ if TYPE_CHECKING:
         RunFailedError,
         RunNotFoundError,
         SerializationError,
+        SignalBufferFullError,
         TimeoutError,
         UnknownWorkflowError,
     )

@@ -1,11 +1,9 @@
 """The client: start runs, wait for them, read, list and cancel them, emit events.
 
-Everything is plain blocking redis-py; under gevent's monkey patching every
-call is cooperative. One client is safe to share between greenlets. The
-client is the public API over a :class:`~redflow.store.port.Store`: the
-work is done in ``store/`` (``enqueue``, ``reads``, ``children``,
-``events``, ``bulk``, ``purge``, ``run_search``), which a worker's engine
-uses through the same store.
+Plain blocking redis-py, cooperative under gevent's monkey patching; one client
+serves every greenlet. It is the public API over a :class:`~redflow.store.port.Store`:
+the work is done in ``store/`` (``enqueue``, ``reads``, ``children``, ``events``,
+``signals``, ``streams``, ``bulk``, ``purge``, ``run_search``), which a worker's engine uses too.
 """
 
 from __future__ import annotations
@@ -14,23 +12,22 @@ from collections.abc import Iterable, Iterator, Mapping
 from datetime import timedelta
 from typing import Any
 
-from redflow.core.errors import RedflowError
-from redflow.core.interop import NONE, Interop, interop
+from redflow.core.errors import RedflowError, RunNotFoundError
+from redflow.core.interop import NONE, Interop
 from redflow.core.keys import RUN_STATUSES
 from redflow.core.models import EventDef, Run, RunField, Step
 from redflow.core.models.streams import StreamItem
-from redflow.core.retention import FINISHED_STATUSES, duration_s
 from redflow.core.run_state import RunState
 from redflow.core.tags import validate_tags
 from redflow.core.workflow_def import Registry, WorkflowDef, get_default_registry
 from redflow.handle import RunHandle
-from redflow.store import bulk, children, events, reads, streams
-from redflow.store.connection import close_redis, create_redis, resolve_app, resolve_prefix
+from redflow.store import bulk, children, events, reads, signals, streams
+from redflow.store.connection import close_redis, create_redis, resolve_interop, resolve_prefix
 from redflow.store.enqueue import enqueue, enqueue_many
 from redflow.store.memory import check_eviction_policy_once
 from redflow.store.port import Store
 from redflow.store.purge import PurgeQuery, purge_finished
-from redflow.store.requests import IDEMPOTENCY_TTL_S
+from redflow.store.requests import IDEMPOTENCY_TTL_S, EnqueueRequest
 from redflow.store.run_search import Entry, RunFilter, RunList
 from redflow.store.targets import Target, Targets
 from redflow.sync import sync_registry
@@ -40,8 +37,7 @@ class RedflowClient:
     """Talks to one Redis under one prefix; see the client guide (docs/guide/client.md) for what it promises.
 
     ``store``: the :class:`~redflow.store.port.Store` to work through (a worker
-    builds its handlers' client over its own); else one over ``redis`` and ``prefix``
-    with the ``interop`` settings (:func:`create_client`'s ``app``, ``blob_threshold``, ``compat``)."""
+    builds its handlers' client over its own); else one over ``redis``, ``prefix`` and ``interop``."""
 
     def __init__(
         self,
@@ -128,12 +124,25 @@ class RedflowClient:
         return RunHandle(self, enqueue(self.store, request))
 
     def run_many(
-        self, workflow: WorkflowDef | str, inputs: Iterable[Any], *, queue: str | None = None, batch: int = 500, priority: int = 0
+        self,
+        workflow: WorkflowDef | str,
+        inputs: Iterable[Any],
+        *,
+        queue: str | None = None,
+        batch: int = 500,
+        priority: int = 0,
+        tags: Mapping[str, str] | None = None,
     ) -> list[RunHandle]:
-        """Start many runs of one workflow, one pipelined round trip per
-        ``batch`` runs (no idempotency keys, no delays): bulk loads and benches."""
-        target = self.targets.resolve(workflow)
-        requests = (self.targets.request(target, raw, queue=queue, priority=priority) for raw in inputs)
+        """Start many runs of one workflow, one pipelined round trip per ``batch`` runs (no idempotency
+        keys, no delays): bulk loads and benches. ``tags``: each run's, as for :meth:`run`. A list or tuple
+        of inputs is checked whole before the first batch (a refused input starts no run); other iterables
+        are read as they go."""
+        target, tags = self.targets.resolve(workflow), validate_tags(tags) or None
+        requests: Iterable[EnqueueRequest] = (
+            self.targets.request(target, raw, queue=queue, priority=priority, tags=tags) for raw in inputs
+        )
+        if isinstance(inputs, (list, tuple)):
+            requests = list(requests)
         return [RunHandle(self, run_id) for run_id in enqueue_many(self.store, requests, batch=batch)]
 
     def _available_at_ms(self, delay: float | None, run_at: float | None) -> int:
@@ -157,10 +166,8 @@ class RedflowClient:
         return self.store.locator.queue_of(run_id)
 
     def known_queues(self) -> list[str]:
-        """Queues named by synced workflows and by cron and event triggers, and
-        (cluster mode) every queue that has had runs. Outside cluster mode a
-        queue only a ``run(queue=...)`` used is not known: finding it would
-        mean scanning the keyspace."""
+        """Queues named by synced workflows and triggers, and (cluster mode) every queue that has had runs
+        (outside cluster mode, not a queue only a ``run(queue=...)`` used: see ``store/reads.py``)."""
         return reads.known_queues(self.store)
 
     # -- reading runs ------------------------------------------------------
@@ -173,6 +180,12 @@ class RedflowClient:
         """Block until the run is terminal (see ``store/reads.py``); ``TimeoutError``
         after ``timeout`` seconds. ``assist(state) -> bool`` may run a pending run itself."""
         return reads.wait_for(self.store, run_id, timeout_s=timeout, assist=assist)
+
+    def get_handle(self, run_id: str) -> RunHandle:
+        """A handle for a stored run (``result``, ``status``, ``cancel``...); :class:`RunNotFoundError` if there is none."""
+        if not isinstance(run_id, str) or not run_id or self.read_state(run_id) is None:
+            raise RunNotFoundError(str(run_id))
+        return RunHandle(self, run_id)
 
     def get_run(self, run_id: str) -> Run | None:
         return reads.get_run(self.store, run_id)
@@ -300,14 +313,7 @@ class RedflowClient:
         in bounded batches. Live runs are never touched, nor the children of a
         run that is unfinished (its replay reads them). Returns how many runs
         were deleted (with ``dry_run``, how many would be)."""
-        seconds = duration_s(older_than, "older_than", zero_ok=True)
-        if seconds is None:
-            raise RedflowError("older_than is required: purge deletes runs that ended at least that many seconds ago")
-        if status is not None and status not in FINISHED_STATUSES:
-            raise RedflowError(f"purge deletes finished runs: status must be one of {', '.join(FINISHED_STATUSES)}, not {status!r}")
-        if workflow is not None and (not isinstance(workflow, str) or not workflow):
-            raise RedflowError("workflow must be a non-empty string")
-        query = PurgeQuery(self.now_ms() - round(seconds * 1000), (status,) if status else FINISHED_STATUSES, workflow)
+        query = PurgeQuery.of(self.now_ms(), older_than, status, workflow)
         return purge_finished(self.scripts, self.redis, query, reads.index_queues(self.store), dry_run=dry_run)
 
     # -- events (store/events.py) ---------------------------------------------
@@ -326,6 +332,12 @@ class RedflowClient:
         if at is None:
             raise RedflowError("schedule_event needs at= (unix seconds)")
         return events.fan_out(self.store, self.targets, name, payload, idempotency_key=idempotency_key, at_ms=int(at * 1000))
+
+    def signal(self, run_id: str, name: str, payload: Any = None) -> bool:
+        """Send signal ``name`` with ``payload`` (JSON) to run ``run_id``: kept until its
+        ``step.wait_for_signal(name)`` takes it (one per wait, in the order sent). False,
+        storing nothing, when the run has ended or does not exist (store/signals.py)."""
+        return signals.send(self.store, run_id, name, payload)
 
     # -- registry ----------------------------------------------------------
     def sync_registry(self, registry: Registry | None = None) -> None:
@@ -357,17 +369,11 @@ def create_client(
     """A client for ``url`` (default ``REDIS_URL`` or local; ``redis+cluster://`` and
     ``redis+sentinel://`` URLs work, as does ``cluster=True``) or an existing
     redis-py ``Redis`` / ``RedisCluster``. It pools up to ``max_connections``
-    (default 128, per node on a cluster); past that, greenlets wait for a free one.
-    Sharing Redis with the asyncio ``redflow`` 0.1.x (docs/interop.md): ``app``
-    (default ``$REDFLOW_APP``) scopes queue names as it does, ``blob_threshold``
-    stores payloads over that many bytes as ``@blob:`` references, and
-    ``compat="redflow-0.1"`` does what its clients and workers need of runs."""
-    settings = interop(resolve_app(app), blob_threshold, compat)
-    if redis is not None:
-        client = RedflowClient(redis, prefix=prefix, registry=registry, interop=settings)
-    else:
-        base = create_redis(url, cluster=cluster, max_connections=max_connections)
-        client = RedflowClient(base, prefix=prefix, registry=registry, owns_redis=True, interop=settings)
+    (default 128, per node on a cluster); past that, greenlets wait for a free one. ``app``
+    (default ``$REDFLOW_APP``), ``blob_threshold``, ``compat``: sharing Redis with the asyncio redflow (docs/interop.md)."""
+    settings = resolve_interop(app, blob_threshold, compat)
+    base = redis if redis is not None else create_redis(url, cluster=cluster, max_connections=max_connections)
+    client = RedflowClient(base, prefix=prefix, registry=registry, owns_redis=redis is None, interop=settings)
     check_eviction_policy_once(client.redis)  # an ERROR naming the fix when Redis may evict runs
     return client
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from redflow.core import cron
 from redflow.core.errors import InputValidationError, RedflowError
 from redflow.core.flow import Concurrency, FlowControl, RateLimit
+from redflow.core.input_schema import as_schema
 from redflow.core.retention import DEFAULT_RETENTION, Retention, RetentionSpec, retention_of
 from redflow.core.workflow_def import Registry, get_default_registry
 
@@ -64,12 +65,15 @@ def _cron_trigger(spec: CronTrigger | Mapping[str, Any] | str, workflow: str) ->
 def validate_input(schema: Any, value: Any) -> Any:
     """Run ``value`` through ``schema``; any failure becomes :class:`InputValidationError`.
 
-    A schema is a callable ``(input) -> input`` that raises on bad input, or
+    A schema is a callable ``(input) -> input`` that raises on bad input,
     any object with ``model_validate`` (a pydantic v2 model works without
-    redflow depending on pydantic; its model is dumped back to JSON-able data).
+    redflow depending on pydantic; its model is dumped back to JSON-able data),
+    or a JSON Schema dict (``core/json_schema.py``: the input's JSON form is checked).
     """
     if schema is None:
         return value
+    if isinstance(schema, Mapping):
+        schema = as_schema(schema)
     try:
         if hasattr(schema, "model_validate"):
             model = schema.model_validate(value)
@@ -104,6 +108,7 @@ class Workflow:
     flow: FlowControl = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
+        self.schema = as_schema(self.schema, workflow=self.name)  # a JSON Schema dict: checked, then compiled
         self.flow = FlowControl.of(self.name, self.concurrency, self.rate_limit)
         self.concurrency = self.flow.concurrency
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from redflow.core import codec, cron
 from redflow.core.errors import RedflowError
+from redflow.core.input_schema import synced_schema
 from redflow.core.models import (
     EventDef,
     WorkflowField,
@@ -71,6 +72,7 @@ def sync_registry(store: Store, registry: Registry) -> None:
         _sync_events(store, write, wf, queue, event_ids, _stored_ids(prev_event_raw))
         write.sadd(keys.workflows(), wf.name)
         _sync_limits(write, keys.workflow(wf.name), wf)
+        _sync_input_schema(write, keys.workflow(wf.name), wf)
         write.hset(
             keys.workflow(wf.name),
             mapping={
@@ -99,11 +101,30 @@ def _sync_limits(pipe: Pipeline, key: str, wf: WorkflowDef) -> None:
         fields[WorkflowField.LIMITS_JSON] = codec.dumps(wf.flow.summary())
     if wf.flow.workflow_limit is not None:
         fields[WorkflowField.MAX_CONCURRENCY] = str(wf.flow.workflow_limit)
-    stale = [name for name in (WorkflowField.LIMITS_JSON, WorkflowField.MAX_CONCURRENCY) if name not in fields]
-    if fields:
-        pipe.hset(key, mapping=fields)
+    _set_or_drop(pipe, key, fields, (WorkflowField.LIMITS_JSON, WorkflowField.MAX_CONCURRENCY))
+
+
+def _sync_input_schema(pipe: Pipeline, key: str, wf: WorkflowDef) -> None:
+    """The input's JSON Schema and how clients may check it by name
+    (``core/input_schema.py``); a schema a deploy removed is removed here."""
+    synced = synced_schema(wf.schema)
+    fields: dict[Any, Any] = {}
+    if synced is not None:
+        fields[WorkflowField.INPUT_SCHEMA_JSON] = synced.json
+        if synced.check is not None:
+            fields[WorkflowField.INPUT_SCHEMA_CHECK] = synced.check
+    _set_or_drop(pipe, key, fields, (WorkflowField.INPUT_SCHEMA_JSON, WorkflowField.INPUT_SCHEMA_CHECK))
+
+
+def _set_or_drop(pipe: Pipeline, key: str, fields: dict[Any, Any], names: tuple[str, ...]) -> None:
+    """Write ``fields`` and delete the rest of ``names`` (what a deploy no longer
+    declares), deleting first: a reader in between sees less, never an old field
+    beside a new one (an old ``inputSchemaCheck`` beside a new ``inputSchemaJson``)."""
+    stale = [name for name in names if name not in fields]
     if stale:
         pipe.hdel(key, *stale)
+    if fields:
+        pipe.hset(key, mapping=fields)
 
 
 def _sync_crons(

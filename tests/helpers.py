@@ -166,3 +166,11 @@ def charge_and_parked(registry: Any, **charge_options: Any) -> None:
     @define_workflow("parked", registry=registry, queue="parking")
     def parked(ctx: Any) -> None:
         return None
+
+
+def nested(depth: int) -> list:
+    """A JSON value nested ``depth`` lists deep: orjson decodes 1,024 levels and encodes 254."""
+    value: list = []
+    for _ in range(depth):
+        value = [value]
+    return value

@@ -159,3 +159,20 @@ def test_a_compat_run_whose_worker_is_killed_keeps_its_steps_and_ends_once_on_an
         assert handle.result(30) == {"a_len": 3000, "by": "redflow-gevent"}
         assert r.hget(calls, "a") == "1"  # run once, by the killed worker; replayed from its blob by the other
         assert [fields["status"] for _, fields in r.xrange(compat.keys.run_terminal(handle.id))] == ["succeeded"]
+
+
+def test_a_signal_wait_in_array_records_parks_is_woken_and_replays(start, compat_client, registry, r):
+    @define_workflow("arr-signal", registry=registry)
+    def approve(ctx):
+        before = ctx.step.run("before", lambda: "b")
+        return [before, ctx.step.wait_for_signal("approve", step="approval")]
+
+    start(**COMPAT)
+    handle = approve.run(None, client=compat_client)
+    wait_until(lambda: compat_client.get_run(handle.id).parked_for == "signal", timeout=10)
+    waiting = as_array(records(r, compat_client, handle.id)["approval"], "approval")
+    assert waiting.status == "running" and waiting.wait == {"kind": "signal", "signal": "approve", "timeoutAt": None}
+    assert compat_client.signal(handle.id, "approve", {"by": "ada"})
+    assert handle.result(10) == ["b", {"by": "ada"}]
+    taken = as_array(records(r, compat_client, handle.id)["approval"], "approval")
+    assert taken.status == "succeeded" and orjson.loads(taken.output or "") == {"by": "ada"}

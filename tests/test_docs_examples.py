@@ -44,6 +44,16 @@ EXPECTED_OUTPUT = {
         out.splitlines() == ["[(1, 'header'), (1, 'row 1'), (1, 'row 2'), (2, 'header')]", "[(2, 'row 1'), (2, 'row 2')]"]
     ),
     "streams-inline": lambda out: out.splitlines() == ["[3, 2, 1] [1, 1, 1]"],
+    "emit-workflow": lambda out: out.splitlines() == ["sent to ada@example.com", "True {'customer': '42', 'kind': 'mail'}", "1"],
+    "signals": lambda out: out.splitlines() == ["{'published': True, 'by': 'ada', 'edits': ['fix the title']}", "False"],
+    "schemas": lambda out: (
+        out.splitlines()
+        == [
+            "['lines'] has 0 items, fewer than 1",
+            '[\'carrier\'] "fedex" is not one of "dhl", "ups"',
+            "queued",
+        ]
+    ),
 }
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 
 import gevent
+import pytest
 from helpers import wait_until
 
 from redflow import Registry, create_client, define_workflow
@@ -20,11 +21,13 @@ from redflow.bench.probe import Probe, server_delta
 RUNS = 400
 
 
-def drain_counts(start, client, redis_url: str, workflow, *, concurrency: int) -> tuple[float, float, dict[str, float]]:
-    """Round trips and commands per run while a worker drains RUNS queued runs."""
+def drain_counts(start, client, redis_url: str, workflow, *, concurrency: int, prepare=None) -> tuple[float, float, dict[str, float]]:
+    """Round trips and commands per run while a worker drains RUNS queued runs (``prepare(handles)`` first)."""
     keys = client.keys
     staging = keys.queue_ready("default") + ":staging"
-    client.run_many(workflow, [None] * RUNS)
+    handles = client.run_many(workflow, [None] * RUNS)
+    if prepare is not None:
+        prepare(handles)
     probe = Probe(redis_url)
     probe.call("RENAME", keys.queue_ready("default"), staging)  # the worker must find them all at once
     worker = start(concurrency=concurrency)
@@ -39,10 +42,13 @@ def drain_counts(start, client, redis_url: str, workflow, *, concurrency: int) -
     return delta.trips / RUNS, sum(delta.commands.values()) / RUNS, {name: calls / RUNS for name, calls in delta.commands.items()}
 
 
-def test_a_busy_worker_spends_one_round_trip_and_12_commands_per_no_op_run(start, client, redis_url):
+# A schema costs no command: the worker checks the input in Python at every attempt
+# (and its JSON Schema is synced once, when the worker starts).
+@pytest.mark.parametrize("schema", [None, {"type": "null"}], ids=["no schema", "a JSON Schema"])
+def test_a_busy_worker_spends_one_round_trip_and_12_commands_per_no_op_run(start, client, redis_url, schema):
     registry = Registry()
 
-    @define_workflow("noop", registry=registry)
+    @define_workflow("noop", schema=schema, registry=registry)
     def noop(ctx):
         return None
 
@@ -106,3 +112,24 @@ def test_a_stream_item_costs_one_script_call_of_four_commands_and_a_streamed_run
     assert trips <= 1.2 + items, (trips, by_command)
     assert commands <= 12.3 + 4 * items + 1, (commands, by_command)
     assert 0.99 + items <= by_command["fcall"] <= 1.05 + items and 0.99 + items <= by_command["xadd"] <= 1.01 + items, by_command
+
+
+def test_a_signal_waiting_for_its_run_costs_one_round_trip_and_about_ten_commands_when_taken(start, client, redis_url):
+    """docs/guide/signals.md, "Costs": a wait that finds its signal takes it in one script (the take and
+    the step's record); a run that waits for none pays nothing (the no-op run above)."""
+    registry = Registry()
+
+    @define_workflow("approve", registry=registry)
+    def approve(ctx):
+        return ctx.step.wait_for_signal("approve")
+
+    def signal_each(handles):
+        for handle in handles:
+            assert client.signal(handle.id, "approve", {"ok": True})
+
+    client.sync_registry(registry)
+    drain = drain_counts(lambda **o: start(registry, **o), client, redis_url, approve, concurrency=4, prepare=signal_each)
+    trips, commands, by_command = drain
+    assert trips <= 2.2, (trips, by_command)
+    assert 12 + 8 <= commands <= 12 + 11.5, (commands, by_command)
+    assert 1.99 <= by_command["fcall"] <= 2.05, by_command  # the settle, and the take

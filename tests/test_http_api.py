@@ -2,9 +2,9 @@
 worker finished them, events, the token, and every bad request a 4xx JSON
 error that creates no run."""
 
+import argparse
 import http.client
 import json
-import logging
 import os
 import re
 import shutil
@@ -12,11 +12,12 @@ import socket
 import subprocess
 
 import pytest
-from helpers import ROOT, request
+from helpers import ROOT, nested, request, wait_until
 
 from redflow import RedflowError, create_client
+from redflow.core.signals import MAX_WAITING_PER_NAME
+from redflow.ops.cli.common import connect
 from redflow.ops.dashboard import Dashboard, serve
-from redflow.ops.wsgi_server import start_wsgi_server
 from redflow.testing import free_port
 from tests.apps import api_app
 
@@ -124,9 +125,8 @@ BAD_RUNS = [
 ]
 
 
-def test_bad_requests_are_4xx_json_errors_naming_the_problem_and_create_no_run(dashboard, client, start):
-    port = dashboard()
-    start()  # subscribers and metadata synced: nothing but the request is missing
+def wrong_answers_to_bad_runs(port):
+    """The BAD_RUNS the API at ``port`` does not answer as listed, with a JSON error that has a message."""
     wrong = []
     for body, status, name in BAD_RUNS:
         raw = body if isinstance(body, bytes) else None
@@ -135,12 +135,43 @@ def test_bad_requests_are_4xx_json_errors_naming_the_problem_and_create_no_run(d
             wrong.append((body, answered, reply))
         elif not reply["error"]["message"]:
             wrong.append((body, "no message"))
-    assert wrong == []
+    return wrong
+
+
+def test_bad_requests_are_4xx_json_errors_naming_the_problem_and_create_no_run(dashboard, client, start):
+    port = dashboard()
+    start()  # subscribers and metadata synced: nothing but the request is missing
+    assert wrong_answers_to_bad_runs(port) == []
     _, _, reply = call(port, "POST", "/api/runs", {"workflow": "send-welcome", "input": {"user": 1}, "priorty": 5})
     assert "'priorty'" in reply["error"]["message"]  # the typo is named
     _, _, reply = call(port, "POST", "/api/runs", {"workflow": "send-welcome", "input": {"user": "42"}})
-    assert reply["error"]["message"] == 'Workflow input validation failed: the input is {"user": <int>}'
+    assert reply["error"]["message"] == 'Workflow input validation failed: input["user"]: "42" is not of type integer'
     assert all_runs(client) == []
+
+
+def test_a_dashboard_without_the_workflows_code_refuses_what_its_synced_schema_refuses(redis_url, prefix, client, registry, start):
+    """`redflow-gevent dashboard` imports no workflow code: it checks input against the JSON Schema the workers synced."""
+    start()  # a worker syncs send-welcome's metadata and JSON Schema
+    wait_until(lambda: client.redis.exists(client.keys.workflow("send-welcome")), message="the worker synced")
+    bare = connect(argparse.Namespace(redis_url=redis_url, prefix=prefix))  # the client the dashboard command builds
+    server = serve(bare, "127.0.0.1", 0, token=TOKEN)
+    try:
+        port = server.server_port
+        assert wrong_answers_to_bad_runs(port) == []  # the schema's refusals included
+        _, _, reply = call(port, "POST", "/api/runs", {"workflow": "send-welcome", "input": {"user": "42"}})
+        assert reply["error"]["message"] == (
+            "Workflow input validation failed (the JSON Schema synced for 'send-welcome', checked before the run is created): "
+            'input["user"]: "42" is not of type integer'
+        )
+        refused_event = call(port, "POST", "/api/events", {"event": "user.created", "payload": {"user": "x"}})
+        assert error_of(refused_event) == (400, "InputValidationError")
+        assert all_runs(client) == []
+        status, _, created = call(port, "POST", "/api/runs", {"workflow": "send-welcome", "input": {"user": 5}})
+        assert status == 201 and client.wait_for(created["id"], timeout=10).status == "succeeded"
+        assert client.get_run(created["id"]).output == {"sent_to": 5}
+    finally:
+        server.stop(timeout=1)
+        bare.close()
 
 
 def test_every_route_needs_the_bearer_token_compared_whole(dashboard, client):
@@ -237,43 +268,38 @@ def test_an_event_starts_its_subscribers_and_says_which(dashboard, client, start
     assert len(all_runs(client)) == 1
 
 
-def test_signals_check_the_run_and_answer_501_until_redflow_has_signals(dashboard, client, start):
+def test_a_signal_over_http_reaches_the_waiting_run_and_a_refused_one_says_why_and_stores_nothing(dashboard, client, start, r):
     port = dashboard()
     start()
     done = call(port, "POST", "/api/runs", {"workflow": "send-welcome", "input": {"user": 1}})[2]["id"]
     client.wait_for(done, timeout=10)
-    live = call(port, "POST", "/api/runs", {"workflow": "send-welcome", "input": {"user": 2}, "delay": 3600})[2]["id"]
-    signal = {"name": "approve", "payload": {"by": "ada"}}
+    review = call(port, "POST", "/api/runs", {"workflow": "review", "input": {"doc": 7}})[2]["id"]
+    wait_until(lambda: client.get_run(review).parked_for == "signal", message="the review to wait for its signal")
+    status, _, reply = call(port, "POST", f"/api/runs/{review}/signal", {"name": "approve", "payload": {"by": "ada"}})
+    assert (status, reply) == (202, {"id": review, "signal": "approve"})
+    assert client.wait_for(review, timeout=10).outcome() == {"doc": 7, "approved_by": "ada"}
+
+    signal = {"name": "approve", "payload": {"by": "bob"}}
     assert error_of(call(port, "POST", "/api/runs/run_missing/signal", signal)) == (404, "RunNotFoundError")
     assert error_of(call(port, "POST", f"/api/runs/{done}/signal", signal)) == (409, "RunFinished")
-    assert error_of(call(port, "POST", f"/api/runs/{live}/signal", {"payload": 1})) == (400, "InvalidField")
-    status, _, reply = call(port, "POST", f"/api/runs/{live}/signal", signal)
-    assert (status, reply["error"]["name"]) == (501, "NotImplemented") and "nothing was sent" in reply["error"]["message"]
+    assert error_of(call(port, "POST", f"/api/runs/{review}/signal", signal)) == (409, "RunFinished")
+    assert error_of(call(port, "POST", f"/api/runs/{done}/signal", {"payload": 1})) == (400, "InvalidField")
+    assert error_of(call(port, "POST", f"/api/runs/{done}/signal", {"name": "x" * 201})) == (400, "InvalidField")
+    assert error_of(call(port, "GET", f"/api/runs/{done}/signal")) == (405, "MethodNotAllowed")
+    later = client.run("send-welcome", {"user": 2}, delay=3600).id
+    deep = {"name": "approve", "payload": nested(300)}  # parses (1,024 levels), does not encode (254)
+    assert error_of(call(port, "POST", f"/api/runs/{later}/signal", deep)) == (400, "InputValidationError")
+    assert [key for key in r.scan_iter(f"{client.prefix}:*:signals")] == []
 
 
-def test_the_signal_route_sends_through_its_hook_and_says_when_the_run_ended_meanwhile(client):
-    """What connecting ``client.signal`` gives (the hook is a plain callable)."""
-    app = Dashboard(client, token=TOKEN)
-    live = client.run("send-welcome", {"user": 1}, delay=3600).id
-    sent = []
-
-    def send(run_id, name, payload):
-        sent.append((run_id, name, payload))
-        if payload == "too late":
-            client.cancel(run_id)
-            return False
-        return True
-
-    app.api.send_signal = send
-    server = start_wsgi_server(app, "127.0.0.1", 0, what="the test dashboard", access_log="test.access", access_level=logging.DEBUG)
-    try:
-        port = server.server_port
-        status, _, reply = call(port, "POST", f"/api/runs/{live}/signal", {"name": "approve", "payload": {"by": "ada"}})
-        assert (status, reply) == (202, {"id": live, "signal": "approve"})
-        assert error_of(call(port, "POST", f"/api/runs/{live}/signal", {"name": "approve", "payload": "too late"})) == (409, "RunFinished")
-        assert sent == [(live, "approve", {"by": "ada"}), (live, "approve", "too late")]
-    finally:
-        server.stop(timeout=1)
+def test_a_signal_past_the_runs_bound_is_a_429_and_stores_nothing(dashboard, client, r):
+    port = dashboard()
+    later = client.run("send-welcome", {"user": 2}, delay=3600).id
+    for n in range(MAX_WAITING_PER_NAME):
+        client.signal(later, "approve", n)
+    kept = r.hgetall(client.keys.run_signals(later))
+    assert error_of(call(port, "POST", f"/api/runs/{later}/signal", {"name": "approve"})) == (429, "SignalBufferFullError")
+    assert r.hgetall(client.keys.run_signals(later)) == kept
 
 
 def test_a_run_whose_output_does_not_decode_or_nests_too_deep_is_still_served(dashboard, client, r):

@@ -17,7 +17,7 @@ import pytest
 
 from redflow.core.keys import Keys
 from redflow.store.catalog import LIBRARY, SCRIPT_NAMES, lua
-from redflow.store.requests import EnqueueRequest, SettleRequest, StartRequest
+from redflow.store.requests import EnqueueRequest, SettleRequest, SignalTake, StartRequest
 from redflow.store.scripts import WAKE_TTL_MS, Scripts, run_own_keys
 
 K = Keys("P", cluster=True)
@@ -40,6 +40,7 @@ REPLIES = {
     "enqueue_run": ["created", "run_x"], "start_run": ["busy"], "take_run": [], "settle_run": ["succeeded"],
     "retry_run": ["queued", "failed"], "save_step": ["saved", ""], "purge_invalid_entries": [], "watch_run": [None] * 5,
     "search_runs": [[], "", "", 1, 0], "claim_scheduled_events": ["1", ""], "confirm_run": ["owned", "running", ""],
+    "take_signal": ["waiting", ""],
 }  # fmt: skip
 REPLIES.update({"append_stream": ["written", "1-0", 0], "read_stream": [""]})
 
@@ -211,6 +212,20 @@ TABLE = {
         lambda s: s.read_stream(run_id="run_1", queue=Q, after="1-0", count=3, watch=True),
         {"run_key": K.run("run_1", Q), "stream_key": K.run_stream("run_1", Q), "signal_key": K.run_stream_signal("run_1", Q),
          "after": "1-0", "count": "3", "watch": "1"},
+        {},
+    ),
+    "send_signal": (
+        lambda s: s.send_signal(run_id="run_1", queue=Q, name="sig", payload_json="pay", now_ms=3, bounds=(5, 7)),
+        {"run_key": K.run("run_1", Q), "signals_key": K.run_signals("run_1", Q), "steps_key": K.run_steps("run_1", Q),
+         "queue_scheduled_key": K.queue_scheduled(Q), "ready_key": K.queue_ready(Q), "run_id": "run_1", "name": "sig",
+         "payload": "pay", "now": "3", "most_per_name": "5", "most_per_run": "7"},
+        {("KEYS", 3): K.all_runs_status(Q)},
+    ),
+    "take_signal": (
+        lambda s: s.take_signal(run_id="run_1", queue=Q, token="token", lease_ms=5, take=SignalTake("step", "sig", "rec", "<", ">", 7, 3)),
+        {"steps_key": K.run_steps("run_1", Q), "lease_key": K.run_lease("run_1", Q), "run_key": K.run("run_1", Q),
+         "signals_key": K.run_signals("run_1", Q), "token": "token", "step": "step", "name": "sig", "waiting": "rec",
+         "before": "<", "after": ">", "timeout_at": "7", "now": "3", "lease_ms": "5"},
         {},
     ),
 }  # fmt: skip

@@ -1,5 +1,6 @@
 """A Redis Sentinel URL (single primary) works for the client and the worker."""
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -7,7 +8,7 @@ import pytest
 import redis
 from helpers import wait_until
 
-from redflow import create_client, define_workflow, start_worker
+from redflow import UnknownWorkflowError, create_client, define_workflow, start_worker
 from redflow.core.errors import RedflowError
 from redflow.store.connection import close_redis
 from redflow.testing import RedisServer, free_port
@@ -51,6 +52,9 @@ def test_client_and_worker_work_through_a_sentinel_url(sentinel, registry, prefi
     worker = start_worker(registry, url=url, prefix=prefix, concurrency=2)
     try:
         assert client.run("via-sentinel", 41).result(10) == 42
+        searched = re.escape(f"synced to {url}/0 under prefix {prefix!r}); did you mean 'via-sentinel'?")
+        with pytest.raises(UnknownWorkflowError, match=searched):
+            client.run("via-sentinal", 41)  # the error names the Sentinel URL the client was given
         with redis.Redis(port=primary.port, decode_responses=True) as direct:
             assert direct.exists(client.keys.workflow("via-sentinel")) == 1  # the data is on the primary
     finally:

@@ -422,6 +422,11 @@ def test_runs_show_and_the_dashboard_say_why_a_run_waits_and_show_its_progress(s
         ({"parkedFor": "sleep", "availableAt": "4102444800000"}, None, "sleeping until 2100-01-01 00:00:00 (step 'w')"),
         ({"parkedFor": "children"}, {"kind": "children", "children": ["run_a", "run_b"]}, "waiting for its 2 children to end (step 'w')"),
         ({"parkedFor": "event"}, {"kind": "event", "event": "e", "match": None, "timeoutAt": None}, "waiting for event 'e' (step 'w')"),
+        (
+            {"parkedFor": "signal"},
+            {"kind": "signal", "signal": "go", "timeoutAt": 4102444800000},
+            "waiting for signal 'go' (step 'w', times out 2100-01-01 00:00:00)",
+        ),
         ({"parkedFor": "sleep", "status": "queued"}, None, "-"),
     ],
 )

@@ -81,9 +81,21 @@ class UnknownWorkflowError(RedflowError, LookupError):
 
     kind = KIND_UNKNOWN_WORKFLOW
 
-    def __init__(self, workflow: str) -> None:
+    def __init__(self, workflow: str, *, searched: str | None = None, suggestions: tuple[str, ...] = (), hint: str | None = None) -> None:
+        """``searched``: where the name was looked for; ``suggestions``: the known
+        names nearest to it; ``hint``: what to check when nothing is near."""
         self.workflow = workflow
-        super().__init__(f"Unknown workflow: {workflow!r}" if workflow else "Run has no workflow name")
+        self.searched = searched
+        self.suggestions = suggestions
+        if not workflow:
+            message = "Run has no workflow name"
+        else:
+            message = f"Unknown workflow: {workflow!r}" + (f" (searched {searched})" if searched else "")
+            if suggestions:
+                message += f"; did you mean {' or '.join(repr(name) for name in suggestions)}?"
+            if hint:
+                message += f"; {hint}"
+        super().__init__(message)
 
 
 class InputValidationError(RedflowError, ValueError):
@@ -128,6 +140,17 @@ class RedisFullError(RedflowError):
 class EvictingRedisError(RedflowError):
     """Redis's ``maxmemory-policy`` may evict redflow's keys (anything but
     ``noeviction``), and the worker was told to refuse such a Redis."""
+
+
+class SignalBufferFullError(RedflowError):
+    """``client.signal`` refused a signal: as many signals wait for the run as a
+    run keeps (``core/signals.py``: per signal name, and in all). Nothing was
+    stored; the run takes the waiting ones as its waits reach them."""
+
+    def __init__(self, run_id: str, name: str, bounds: str) -> None:
+        self.run_id = run_id
+        self.signal = name
+        super().__init__(f"run {run_id} has as many signals waiting as a run keeps ({bounds}); signal {name!r} was not stored")
 
 
 class RunFailedError(RedflowError):

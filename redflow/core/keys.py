@@ -392,6 +392,14 @@ class Keys:
         settle that parks a parent builds it from the run key."""
         return f"{self.run(run_id, queue)}:children-ended"
 
+    def run_signals(self, run_id: str, queue: str | None = None) -> str:
+        """hash: the signals sent to the run and not taken yet, a queue per signal
+        name (``t:<name>``: how many were sent, ``h:<name>``: taken, ``<n>:<name>``:
+        the n-th one's payload JSON; ``n``: how many wait in all), deleted when
+        none is left (store/lua/send_signal.lua). Always ``run(run_id, queue) + ":signals"``:
+        the settle that parks a run in ``step.wait_for_signal`` builds it from the run key."""
+        return f"{self.run(run_id, queue)}:signals"
+
     def event_waiters(self, event: str) -> str:
         """hash: run id -> JSON of its wait (queue, step, match, the waiting step
         record, since: when the entry was first written, Redis ms), for runs

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import gevent
-from redis.exceptions import RedisError
 
 from redflow.core.errors import CanceledError, RedflowError, UnknownWorkflowError
 from redflow.core.flow import parse_limits
@@ -32,7 +31,7 @@ from redflow.engine.claim import Claimed
 from redflow.engine.context import WorkflowContext, call_on_failure
 from redflow.engine.decide import Abandoned, Canceled, Failed, HandlerEnd, Outcome, Parked, Retrying, Skipped, Succeeded, decide, returned
 from redflow.engine.fence import Fence
-from redflow.engine.interrupts import CANCELED, LEASE_LOST, REDIS_LOST, CancelSignal, HandlerInterrupts, RunInterrupt
+from redflow.engine.interrupts import LEASE_LOST, CancelSignal, HandlerInterrupts, RunInterrupt
 from redflow.engine.lease import Lease, LeaseKeeper
 from redflow.engine.limits import start_admitted
 from redflow.engine.observers import AttemptReport, Observers
@@ -41,11 +40,11 @@ from redflow.engine.step import StepApi, load_step_cache
 from redflow.engine.step_host import RunningStep
 from redflow.engine.streams import streamer
 from redflow.store import event_waiters, reads
-from redflow.store.enqueue import enqueue_children
+from redflow.store.enqueue import enqueue, enqueue_children
 from redflow.store.payloads import Blobs, Payloads
 from redflow.store.port import Store
-from redflow.store.replies import StartReply
-from redflow.store.requests import SettleRequest, StartRequest
+from redflow.store.replies import StartReply, StepSaved
+from redflow.store.requests import SettleRequest, SignalTake, StartRequest
 
 if TYPE_CHECKING:
     from redflow.client import RedflowClient
@@ -373,34 +372,12 @@ class Attempt:
         return self.fence.start_children(create, self.interrupts_held)
 
     def save_step(self, name: str, step_json: str, expected: str = "", blob: tuple[str, str] | None = None) -> str | None:
-        """Record a step (and the ``blob`` it refers to), fenced by the lease; a pending cancel stops the run here.
-        Redis failing here is the engine's trouble, not the handler's: the
-        attempt is abandoned (recovered later), not failed. ``expected``: write
-        only over that record; if the step holds another, it is returned."""
-        try:
-            saved = self.store.scripts.save_step(
-                run_id=self.run_id,
-                queue=self.queue,
-                token=self.token,
-                name=name,
-                step_json=step_json,
-                lease_ms=self.rt.lease_ms,
-                expected=expected,
-                blob=blob,
-                conn=self.conn,
-            )
-        except RedisError as exc:
-            log.warning(
-                "run %s: could not record step %r (%s); leaving the run to be recovered", self.run_id, name, exc, extra=self.log_extra()
-            )
-            self.interrupt(REDIS_LOST)
-            raise RunInterrupt(REDIS_LOST) from exc
-        if saved.state == "stale":
-            self.rt.keeper.report_lost(self.lease, f"its record of step {name!r} was refused")
-        elif saved.cancel_requested_at:
-            self.interrupt(CANCELED)
-        self.raise_if_interrupted()
-        return saved.current if saved.state == "changed" else None
+        """Record a step (and the ``blob`` it refers to), fenced by the lease (engine/fence.py); ``expected``: only over that record."""
+        return self.fence.save_step(name, step_json, expected, blob)
+
+    def take_signal(self, take: SignalTake) -> StepSaved:
+        """``step.wait_for_signal``'s take with its step's record, fenced by the lease (engine/fence.py)."""
+        return self.fence.take_signal(take)
 
     def set_progress(self, value_json: str) -> None:
         """``ctx.progress``: one HSET on the run hash."""
@@ -421,6 +398,11 @@ class Attempt:
 
     def read_states(self, run_ids: Sequence[str]) -> list[RunState | None]:
         return reads.read_states(self.store, run_ids)
+
+    def emit_run(self, workflow: WorkflowDef | str, input: Any, options: Mapping[str, Any]) -> str:
+        """``step.emit_workflow``'s run: linked to this one, not among its children (``EnqueueRequest.detached``)."""
+        targets = self.client.targets
+        return enqueue(self.store, targets.request(targets.resolve(workflow), input, parent_run_id=self.run_id, detached=True, **options))
 
     def register_event_wait(self, event: str, waiter: EventWaiter) -> None:
         """Put this run, parking in ``step.wait_for_event``, in ``event``'s waiter index."""

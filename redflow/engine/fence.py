@@ -13,6 +13,10 @@ child runs. So:
   (``confirm_run.lua``). Lost, it stops with nothing recorded and no step
   run; canceled, it stops as canceled. The keeper renews every half lease,
   so while it is on time this costs nothing.
+- **Step records** (and a signal wait's take, which records its step):
+  each write is fenced by the lease token inside its script; one refused
+  reports the lease lost, one that finds a cancel pending stops the
+  attempt as canceled, and Redis failing abandons it (recovered later).
 - **Child runs** (``run_workflows``, ``run_workflow``): every canceler
   marks the run first (``cancelRequestedAt``, or ``canceled``) and reads
   its children index after; a creator lists each child before the child
@@ -43,7 +47,8 @@ from redflow.engine.interrupts import CANCELED, REDIS_LOST, RunInterrupt
 from redflow.engine.lease import Lease, LeaseKeeper
 from redflow.store.children import cancel_children
 from redflow.store.port import Store
-from redflow.store.replies import Ownership
+from redflow.store.replies import Ownership, StepSaved
+from redflow.store.requests import SignalTake
 from redflow.store.scripts import Conn
 
 log = logging.getLogger("redflow.fence")
@@ -80,6 +85,61 @@ class Fence:
         if _mono_ms() - self.lease.renewed_at_ms < self.lease_ms * STALE_AFTER:
             return
         self._stop_unless_owned(self._confirm())
+
+    def save_step(self, name: str, step_json: str, expected: str = "", blob: tuple[str, str] | None = None) -> str | None:
+        """Record a step (and the ``blob`` its ``@blob:`` reference names), fenced by the lease
+        (see :meth:`_heed`). ``expected``: write only over that record; if the step holds another, it is returned."""
+        lease = self.lease
+        try:
+            saved = self.store.scripts.save_step(
+                run_id=lease.run_id,
+                queue=lease.queue,
+                token=lease.token,
+                name=name,
+                step_json=step_json,
+                lease_ms=self.lease_ms,
+                expected=expected,
+                blob=blob,
+                conn=self.conn,
+            )
+        except RedisError as exc:
+            self._not_recorded(name, exc)
+        if saved.state == "stale" or saved.cancel_requested_at or lease.stopped is not None:  # the step's hot path skips the call
+            self._heed(name, saved)
+        return saved.current if saved.state == "changed" else None
+
+    def take_signal(self, take: SignalTake) -> StepSaved:
+        """A signal wait's look (engine/signal_waits.py): the take and its step's record, one script."""
+        lease = self.lease
+        try:
+            looked = self.store.scripts.take_signal(
+                run_id=lease.run_id, queue=lease.queue, token=lease.token, lease_ms=self.lease_ms, take=take, conn=self.conn
+            )
+        except RedisError as exc:
+            self._not_recorded(take.step, exc)
+        self._heed(take.step, looked)
+        return looked
+
+    def _heed(self, name: str, saved: StepSaved) -> None:
+        """What a step's record says of the attempt: a refused write reports the lease
+        lost, a cancel pending stops the run here (raises ``RunInterrupt``)."""
+        lease = self.lease
+        if saved.state == "stale":
+            self.keeper.report_lost(lease, f"its record of step {name!r} was refused")
+        elif saved.cancel_requested_at:
+            lease.stop(CANCELED)
+        if lease.stopped is not None:
+            raise RunInterrupt(lease.stopped)
+
+    def _not_recorded(self, name: str, exc: RedisError) -> NoReturn:
+        """Redis failing while a step is recorded is the engine's trouble, not the
+        handler's: the attempt is abandoned (recovered later), not failed."""
+        lease = self.lease
+        log.warning(
+            "run %s: could not record step %r (%s); leaving the run to be recovered", lease.run_id, name, exc, extra=lease.log_extra()
+        )
+        lease.stop(REDIS_LOST)
+        raise RunInterrupt(REDIS_LOST) from exc
 
     def start_children(self, create: Callable[[], T], interrupts_held: Callable[[], AbstractContextManager[None]]) -> T:
         """Run ``create`` (it starts child runs of the attempt's run, each listed

@@ -1,5 +1,6 @@
-"""Durable steps: ``ctx.step.run``, ``run_workflow``, ``emit_event``, ``schedule_event``
-(and the durable waits of :mod:`redflow.engine.waits`).
+"""Durable steps: ``ctx.step.run``, ``run_workflow``, ``emit_workflow``, ``emit_event``,
+``schedule_event`` (and the durable waits of :mod:`redflow.engine.waits` and
+:mod:`redflow.engine.signal_waits`).
 
 A step's outcome is stored in the run's steps hash; when a retried run
 reaches a step that already succeeded, the stored output is returned and the
@@ -29,7 +30,9 @@ from redflow.core.errors import (
 )
 from redflow.core.idempotency import step_event_idempotency_key, step_workflow_idempotency_key
 from redflow.core.models import STEP_SUCCEEDED, StepField, Unreadable, step_record, step_seq
-from redflow.engine import waits
+from redflow.core.signals import check_signal_name, signal_step_name
+from redflow.core.tags import validate_tags
+from redflow.engine import signal_waits, waits
 from redflow.engine.interrupts import RunInterrupt
 from redflow.engine.step_host import RunningStep, StepHost
 from redflow.store.payloads import Blobs
@@ -103,6 +106,7 @@ class StepApi:
         self._cache = cache
         self._max_seq = max_seq
         self._used: set[str] = set()
+        self._signal_waits: dict[str, int] = {}  # signal name -> wait_for_signal calls so far
         #: The records as stored (the text a durable wait must find again), and the
         #: run's blobs their outputs refer to (read with them when the attempt started).
         self._stored: dict[str, str] = dict(stored or {})
@@ -250,10 +254,8 @@ class StepApi:
         child. A failed child raises ``RunFailedError``, a canceled one
         ``CanceledError``."""
         host = self._host
-        child_name = workflow if isinstance(workflow, str) else workflow.name
-        key = idempotency_key or step_workflow_idempotency_key(host.run_id, name, child_name)
-        if host.info.tags:  # a child is filed under its parent's tags (its own win)
-            run_options["tags"] = {**host.info.tags, **(run_options.get("tags") or {})}
+        key = self._child_key(name, workflow, idempotency_key)
+        run_options["tags"] = self._child_tags(run_options.get("tags"))
 
         def start_and_wait() -> Any:
             handle = host.fence_children(
@@ -262,6 +264,49 @@ class StepApi:
             return host.client.wait_for(handle.id, timeout=result_timeout, assist=self._assist_child).outcome()
 
         return self.run(name, start_and_wait, timeout=timeout)
+
+    def emit_workflow(
+        self,
+        name: str,
+        workflow: WorkflowDef | str,
+        input: Any = None,
+        *,
+        queue: str | None = None,
+        delay: float | None = None,
+        run_at: float | None = None,
+        max_attempts: int | None = None,
+        priority: int = 0,
+        tags: Mapping[str, str] | None = None,
+        idempotency_key: str | None = None,
+        timeout: float | None = None,
+    ) -> str:
+        """Start a run of ``workflow`` once per run and do not wait for it: its id,
+        the step's recorded output (a replay starts none). It is linked to this run
+        (its ``parent_run_id``) but not canceled with it, and is filed under this
+        run's tags (its own win). Options as for ``client.run``."""
+        host = self._host
+        if delay is not None and run_at is not None:
+            raise RedflowError("give delay= or run_at=, not both")
+        options: dict[str, Any] = {
+            "queue": queue, "max_attempts": max_attempts, "priority": priority, "tags": self._child_tags(tags),
+            "idempotency_key": self._child_key(name, workflow, idempotency_key),
+        }  # fmt: skip
+
+        def start() -> str:
+            when_s = run_at if delay is None else host.now_ms() / 1000 + delay
+            return host.emit_run(workflow, input, {**options, "available_at_ms": 0 if when_s is None else int(when_s * 1000)})
+
+        run_id: str = self.run(name, start, timeout=timeout)
+        return run_id
+
+    def _child_key(self, name: str, workflow: WorkflowDef | str, idempotency_key: str | None) -> str:
+        """The idempotency key of the run step ``name`` starts: the same on every replay."""
+        child_name = workflow if isinstance(workflow, str) else workflow.name
+        return idempotency_key or step_workflow_idempotency_key(self._host.run_id, name, child_name)
+
+    def _child_tags(self, tags: Mapping[str, str] | None) -> dict[str, str] | None:
+        """A run a step starts is filed under its parent's tags (its own win)."""
+        return validate_tags({**self._host.info.tags, **validate_tags(tags)}) or None
 
     def _assist_child(self, state: RunState) -> bool:
         if state.status != "queued":
@@ -305,6 +350,17 @@ class StepApi:
         """Give the slot back until ``event`` is emitted with a payload containing every top-level
         item of ``match``: returns the payload, or ``None`` after ``timeout`` seconds."""
         return waits.wait_for_event(self, self._host, name, event, match, timeout)
+
+    def wait_for_signal(self, name: str, timeout: float | timedelta | None = None, *, step: str | None = None) -> Any:
+        """Give the slot back until a signal ``name`` sent to this run (``client.signal``) is
+        there, also one sent before: returns its payload (the oldest not taken; one per
+        wait), or ``None`` after ``timeout`` seconds. ``step``: the step's name (default
+        ``signal:<name>``, then ``signal:<name>#2``... for later waits on the same name)."""
+        check_signal_name(name)
+        if step is None:
+            nth = self._signal_waits[name] = self._signal_waits.get(name, 0) + 1
+            step = signal_step_name(name, nth)
+        return signal_waits.wait_for_signal(self, self._host, step, name, timeout)
 
     def run_workflows(self, name: str, workflow: WorkflowDef | str, inputs: Sequence[Any]) -> list[Any]:
         """Start one child run per input, give the slot back until all have ended, and return their outputs in input order."""

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from redflow.engine.interrupts import CancelSignal
     from redflow.engine.run_info import RunInfo
     from redflow.store.payloads import Payloads
+    from redflow.store.replies import StepSaved
+    from redflow.store.requests import SignalTake
 
 T = TypeVar("T")
 
@@ -92,6 +94,8 @@ class StepHost(Protocol):
     def read_states(self, run_ids: Sequence[str]) -> list[RunState | None]: ...
     def register_event_wait(self, event: str, waiter: EventWaiter) -> None: ...
     def forget_event_wait(self, event: str, waiter: EventWaiter) -> None: ...
+    def take_signal(self, take: SignalTake) -> StepSaved: ...
+    def emit_run(self, workflow: WorkflowDef | str, input: Any, options: Mapping[str, Any]) -> str: ...
 
 
 class Recorder(Protocol):

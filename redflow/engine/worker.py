@@ -22,7 +22,6 @@ from redis.exceptions import RedisError
 
 from redflow.client import RedflowClient, set_default_client
 from redflow.core.errors import RedflowError
-from redflow.core.interop import interop
 from redflow.core.keys import new_id
 from redflow.core.models import ARRAY_RECORDS, OBJECT_RECORDS
 from redflow.core.retention import Retention
@@ -40,7 +39,7 @@ from redflow.engine.observers import Observers, global_observers
 from redflow.engine.parking import ScheduledEvents
 from redflow.engine.retention import RetentionCleaner
 from redflow.engine.sweeper import OrphanSweeper
-from redflow.store.connection import create_redis, resolve_app, resolve_default_retention, resolve_prefix, resolve_refuse_evicting
+from redflow.store.connection import create_redis, resolve_default_retention, resolve_interop, resolve_prefix, resolve_refuse_evicting
 from redflow.store.memory import check_eviction_policy
 from redflow.store.mux_connection import Connection, shared_connections
 from redflow.store.port import Store
@@ -431,7 +430,7 @@ def start_worker(
         share_connections=share_connections,
         heartbeat_s=heartbeat_s,
     )
-    settings = interop(resolve_app(app), blob_threshold, compat)
+    settings = resolve_interop(app, blob_threshold, compat)
     if redis is not None:  # (its eviction policy is checked when the worker starts)
         client, owned = RedflowClient(redis, prefix=prefix, registry=registry, interop=settings), False
     else:

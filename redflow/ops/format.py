@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from redflow.core.models import WAIT_CHILDREN, WAIT_EVENT, WAIT_SLEEP, Run, Step
+from redflow.core.models import WAIT_CHILDREN, WAIT_EVENT, WAIT_SIGNAL, WAIT_SLEEP, Run, Step
 from redflow.ops.shown import shown_json
 
 PREVIEW_CHARS = 60
@@ -73,6 +73,10 @@ def describe_wait(run: Run, steps: Sequence[Step]) -> str:
         match = f" matching {preview(wait.match)}" if wait is not None and wait.match else ""
         timeout = f", times out {fmt_time(wait.timeout_at_ms / 1000)}" if wait is not None and wait.timeout_at_ms else ""
         return f"waiting for {event}{match} ({step}{timeout})"
+    if run.parked_for == WAIT_SIGNAL:
+        signal = f"signal {wait.signal!r}" if wait is not None and wait.signal else "a signal"
+        timeout = f", times out {fmt_time(wait.timeout_at_ms / 1000)}" if wait is not None and wait.timeout_at_ms else ""
+        return f"waiting for {signal} ({step}{timeout})"
     if run.parked_for == WAIT_CHILDREN:
         children = f"its {len(wait.children)} children" if wait is not None else "its children"
         return f"waiting for {children} to end ({step})"

@@ -50,6 +50,8 @@ SCRIPT_NAMES = (
     "schedule_event",
     "append_stream",
     "read_stream",
+    "send_signal",
+    "take_signal",
 )
 
 #: The helper files in the order the library defines them: each after those it needs.
@@ -66,6 +68,7 @@ HELPER_ORDER = ("status", "finalize", "terminal_index", "waits", "limits", "prio
 FLAGS: Mapping[str, tuple[str, ...]] = {
     "settle_run": ("allow-oom",),
     "save_step": ("allow-oom",),
+    "take_signal": ("allow-oom",),
     "confirm_run": ("allow-oom",),
     "claim_inline": ("allow-oom",),
     "promote_run": ("allow-oom",),

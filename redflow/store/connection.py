@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import os
 from typing import Any
-from urllib.parse import parse_qs, parse_qsl, unquote, urlencode, urlsplit
+from urllib.parse import parse_qs, parse_qsl, quote, unquote, urlencode, urlsplit
 
 import redis
 from redis.cluster import ClusterNode, RedisCluster
 from redis.sentinel import Sentinel, SentinelConnectionPool
 
 from redflow.core.errors import RedflowError
+from redflow.core.interop import Interop, interop
 from redflow.core.keys import DEFAULT_PREFIX
 from redflow.core.retention import DEFAULT_RETENTION, Retention, retention_from_days
 
@@ -42,6 +43,11 @@ def resolve_app(app: str | None = None) -> str | None:
     if app is not None:
         return app
     return os.environ.get("REDFLOW_APP", "").strip() or None
+
+
+def resolve_interop(app: str | None = None, blob_threshold: int | None = None, compat: str | None = None) -> Interop:
+    """The interop settings of a client or worker (``core/interop.py``), its app name from ``REDFLOW_APP`` when not given."""
+    return interop(resolve_app(app), blob_threshold, compat)
 
 
 def resolve_prefix(prefix: str | None = None) -> str:
@@ -98,6 +104,31 @@ def redacted_url(url: str) -> str:
         pairs = parse_qsl(query, keep_blank_values=True)
         query = urlencode([(k, "***" if "password" in k.lower() else v) for k, v in pairs], safe="*")
     return f"{parts.scheme}://{netloc}{parts.path}{'?' + query if query else ''}{'#' + parts.fragment if parts.fragment else ''}"
+
+
+def describe_redis(client: Any) -> str:
+    """The URL of the Redis ``client`` talks to, fit to print (:func:`redacted_url`),
+    rebuilt from its connection settings: the same for a client made from a URL
+    or passed in (``create_client(redis=...)``). For messages, never to connect."""
+    if is_cluster(client):
+        nodes = ",".join(f"{node.host}:{node.port}" for node in client.get_nodes()[:3])
+        return f"redis+cluster://{nodes}"
+    pool = getattr(client, "connection_pool", None)
+    kwargs: dict[str, Any] = getattr(pool, "connection_kwargs", {})
+    password, user = kwargs.get("password"), kwargs.get("username") or ""
+    userinfo = f"{quote(user)}:{'x' if password else ''}@" if password or user else ""
+    if isinstance(pool, SentinelConnectionPool):
+        sentinels = ",".join(_host_port(sentinel.connection_pool.connection_kwargs) for sentinel in pool.sentinel_manager.sentinels)
+        return redacted_url(f"redis+sentinel://{userinfo}{sentinels}/{pool.service_name}/{kwargs.get('db', 0)}")
+    if "path" in kwargs:
+        return redacted_url(f"unix://{userinfo}{kwargs['path']}?db={kwargs.get('db', 0)}")
+    scheme = "rediss" if issubclass(getattr(pool, "connection_class", object), redis.SSLConnection) else "redis"
+    return redacted_url(f"{scheme}://{userinfo}{_host_port(kwargs)}/{kwargs.get('db', 0)}")
+
+
+def _host_port(kwargs: dict[str, Any]) -> str:
+    host = str(kwargs.get("host", "localhost"))
+    return f"[{host}]:{kwargs.get('port', 6379)}" if ":" in host else f"{host}:{kwargs.get('port', 6379)}"
 
 
 def is_cluster(client: Any) -> bool:

@@ -5,9 +5,9 @@
 it (``store/event_waiters.py``); ``schedule_event`` stores the event to fire
 later (``P:events:scheduled``: a worker delivers it to its waiters then,
 :func:`deliver_scheduled`) and starts the subscribers' runs at that time
-(delayed runs). Subscribers and waiters (or the scheduling) are read and
-written in one round trip, so an event nobody waits for costs what it
-always did.
+(delayed runs). Subscribers and waiters are read in one round trip, so an
+event nobody waits for costs what it always did; the payload is checked
+against every subscriber's schema before anything is written.
 """
 
 from __future__ import annotations
@@ -58,36 +58,41 @@ def fan_out(
     at_ms: int | None = None,
     idempotency_ttl_s: int = IDEMPOTENCY_TTL_S,
 ) -> list[str]:
-    """Emit (``at_ms`` None) or schedule an event; the ids of the subscribers' runs."""
+    """Emit (``at_ms`` None) or schedule an event; the ids of the subscribers' runs.
+
+    All or nothing for bad input: the payload is checked against every
+    subscriber's schema (its code's, else the one its worker synced) before
+    anything is written, so a refusal starts no run, resumes no waiting run
+    and schedules nothing."""
     if not name or not isinstance(name, str):
         raise RedflowError("an event needs a non-empty name")
     payload_json = store.payloads.event_json(payload, name)
-    # Subscribers and waiters (or, for a scheduled event, its record) in one round trip.
+    # Subscribers and waiters in one round trip (reads only).
     batch = store.batch()
     batch.smembers(store.keys.event_index(name))
     if at_ms is None:
         batch.hgetall(store.keys.event_waiters(name))
-    else:
-        event_id = event_run_idempotency_key(name, idempotency_key) if idempotency_key else new_id("event")
-        store.scripts.schedule_event(entry=scheduled_event_json(event_id, name, payload_json), at_ms=at_ms, conn=batch)
-    def_ids, waiters = batch.execute()
-    if at_ms is None and waiters:
-        event_waiters.deliver(store.scripts, store.payloads, name, payload_json, waiters, store.now_ms())
+    def_ids, *read = batch.execute()
     key = event_run_idempotency_key(name, idempotency_key) if idempotency_key else None
+    requests = [
+        targets.request(
+            targets.resolve(sub.workflow),
+            payload,
+            queue=sub.queue,
+            idempotency_key=key,
+            idempotency_ttl_s=idempotency_ttl_s,
+            available_at_ms=at_ms or 0,
+        )
+        for sub in event_defs(store, def_ids)
+    ]  # every subscriber's check passed: now write
+    if at_ms is not None:
+        event_id = key or new_id("event")
+        store.scripts.schedule_event(entry=scheduled_event_json(event_id, name, payload_json), at_ms=at_ms)
+    elif read[0]:
+        event_waiters.deliver(store.scripts, store.payloads, name, payload_json, read[0], store.now_ms())
 
     def start(_: dict[str, str]) -> list[str]:
-        run_ids = []
-        for sub in event_defs(store, def_ids):
-            request = targets.request(
-                targets.resolve(sub.workflow),
-                payload,
-                queue=sub.queue,
-                idempotency_key=key,
-                idempotency_ttl_s=idempotency_ttl_s,
-                available_at_ms=at_ms or 0,
-            )
-            run_ids.append(enqueue(store, request))
-        return run_ids
+        return [enqueue(store, request) for request in requests]
 
     return enqueue_hooks.hooked("event", name, start) if enqueue_hooks.HOOKS else start({})
 

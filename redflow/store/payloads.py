@@ -82,6 +82,13 @@ class Payloads:
         except SerializationError as exc:
             raise InputValidationError(f"payload of event {event!r} is not JSON-serializable: {exc}") from exc
 
+    def signal_json(self, payload: Any, name: str) -> str:
+        """A signal's payload as stored: :class:`InputValidationError` when JSON cannot hold it."""
+        try:
+            return codec.dumps(payload)
+        except SerializationError as exc:
+            raise InputValidationError(f"payload of signal {name!r} is not JSON-serializable: {exc}") from exc
+
 
 #: The payloads of a store that writes none by reference (the default; the inline runner).
 PLAIN = Payloads()

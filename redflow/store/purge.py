@@ -27,11 +27,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from redflow.core import codec
+from redflow.core.errors import RedflowError
 from redflow.core.keys import TERMINAL_STATUSES, Keys
 from redflow.core.models import WAIT_EVENT, RunField, Wait
+from redflow.core.retention import FINISHED_STATUSES, duration_s
 from redflow.core.tags import tags_of
 from redflow.store.scripts import Scripts
 
@@ -196,6 +199,18 @@ class PurgeQuery:
     cutoff_ms: int
     statuses: tuple[str, ...]
     workflow: str | None = None
+
+    @classmethod
+    def of(cls, now_ms: int, older_than: float | timedelta, status: str | None, workflow: str | None) -> PurgeQuery:
+        """The query ``client.purge`` was asked for, checked: bad arguments raise, nothing is read."""
+        seconds = duration_s(older_than, "older_than", zero_ok=True)
+        if seconds is None:
+            raise RedflowError("older_than is required: purge deletes runs that ended at least that many seconds ago")
+        if status is not None and status not in FINISHED_STATUSES:
+            raise RedflowError(f"purge deletes finished runs: status must be one of {', '.join(FINISHED_STATUSES)}, not {status!r}")
+        if workflow is not None and (not isinstance(workflow, str) or not workflow):
+            raise RedflowError("workflow must be a non-empty string")
+        return cls(now_ms - round(seconds * 1000), (status,) if status else FINISHED_STATUSES, workflow)
 
     def matches(self, run: Seen) -> bool:
         finished = run.finished_ms

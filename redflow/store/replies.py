@@ -109,7 +109,9 @@ class StepSaved:
     """``save_step``: ``saved``, ``kept`` (a marker found a newer record),
     ``stale`` (this attempt does not own the run) or ``changed`` (the record
     was not the expected one: ``current`` is what it holds); and the run's
-    ``cancelRequestedAt`` ("" when none)."""
+    ``cancelRequestedAt`` ("" when none). ``take_signal`` answers in the same
+    shape: ``taken``, ``timeout`` or ``done`` with the step's record in
+    ``current``, else ``waiting``, ``canceled`` or ``stale``."""
 
     state: str
     cancel_requested_at: str

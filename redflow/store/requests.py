@@ -35,6 +35,10 @@ class EnqueueRequest:
     idempotency_key: str | None = None
     idempotency_ttl_s: int = IDEMPOTENCY_TTL_S
     parent_run_id: str = ""
+    #: ``step.emit_workflow``'s run: linked to its parent (``parent_run_id``) but not
+    #: listed among its children (a cancel of the parent leaves it alone), and its
+    #: idempotency key keeps naming it however it ended (a replayed step starts none).
+    detached: bool = False
     #: A ``run_workflows`` child: its parent's queue, which whoever ends the child tells.
     notify_parent: str = ""
     #: 0..9: within its queue, a waiting run of higher priority starts first.
@@ -64,6 +68,22 @@ class EnqueueRequest:
         if self.tags:
             extra[RunField.TAGS_JSON] = tags_json(self.tags)
         return extra
+
+
+@dataclass(frozen=True, slots=True)
+class SignalTake:
+    """A ``step.wait_for_signal`` looking for its signal (``take_signal.lua``): the
+    step and signal names, the step's waiting record, the succeeded record's text
+    before and after its output (``core/models``: ``step_succeeded_around``),
+    and the wait's timeout (None: none) and the time now, Redis epoch ms."""
+
+    step: str
+    signal: str
+    waiting: str
+    before: str
+    after: str
+    timeout_at_ms: int | None
+    now_ms: int
 
 
 @dataclass(slots=True)

@@ -41,7 +41,7 @@ from redflow.store.replies import (
     texts,
     truthy,
 )
-from redflow.store.requests import EnqueueRequest, SettleRequest, StartRequest
+from redflow.store.requests import EnqueueRequest, SettleRequest, SignalTake, StartRequest
 
 T = TypeVar("T")
 
@@ -337,6 +337,25 @@ class Scripts:
         with Redis's time; False if that same wait's entry was there (its stamp kept)."""
         return self._call("register_waiter", [self.keys.event_waiters(event)], [run_id, head], conn, flag)
 
+    # -- signals to a run (store/signals.py) ---------------------------------------
+    def send_signal(self, *, run_id: str, queue: str, name: str, payload_json: str, now_ms: int, bounds: tuple[int, int]) -> str:
+        """``woken`` | ``stored`` | ``finished`` | ``missing`` | ``full`` (see send_signal.lua);
+        ``bounds``: how many may wait per name, and per run."""
+        k = self.keys
+        keys = [
+            k.run(run_id, queue), k.run_signals(run_id, queue), *k.all_runs_status(queue), k.run_steps(run_id, queue),
+            k.queue_scheduled(queue), k.queue_ready(queue),
+        ]  # fmt: skip
+        return self._call("send_signal", keys, [run_id, name, payload_json, now_ms, *bounds], None, text)
+
+    def take_signal(self, *, run_id: str, queue: str, token: str, lease_ms: int, take: SignalTake, conn: Conn = None) -> StepSaved:
+        """A signal wait's look (see take_signal.lua): its ``state`` and, taken or over, the step's record in ``current``."""
+        k = self.keys
+        keys = [k.run_steps(run_id, queue), k.run_lease(run_id, queue), k.run(run_id, queue), k.run_signals(run_id, queue)]
+        timeout = "" if take.timeout_at_ms is None else take.timeout_at_ms
+        args = [token, take.step, take.signal, take.waiting, take.before, take.after, timeout, take.now_ms, lease_ms]
+        return self._call("take_signal", keys, args, conn, StepSaved.parse)
+
     def schedule_event(self, *, entry: str, at_ms: int, conn: Conn = None) -> float:
         """Store a scheduled event (its ``P:events:scheduled`` member) to fire at
         ``at_ms``, or now by Redis's clock if that is past; returns its fire time."""
@@ -359,6 +378,7 @@ def run_own_keys(keys: Keys, run_id: str, queue: str | None) -> list[str]:
         keys.run_stream(run_id, queue),
         keys.run_stream_signal(run_id, queue),
         keys.run_stream_cursors(run_id, queue),
+        keys.run_signals(run_id, queue),
         keys.run_blobs(run_id, queue),
         keys.run_terminal(run_id, queue),
     ]

@@ -2,14 +2,15 @@
 
 A workflow is started by object or by name. By name, it is looked up in the
 client's registry, then the default one, then in the metadata a worker
-synced to Redis (``P:workflow:<name>``: its queue and attempt budget), read
-at most once per ``meta_ttl_s``. The input is validated (a locally known
-workflow's schema) and encoded here (over the store's blob threshold, as a
-``@blob:`` reference and its blob), and so are the limits its workflow
-puts on the run, so that the request the enqueue pipeline gets
-(``store/enqueue.py``) is complete. With an app name (``core/interop.py``),
-queues are scoped as the asyncio ``redflow`` package scopes them: by the
-app in the workflow's metadata, else the client's.
+synced to Redis (``P:workflow:<name>``: its queue, attempt budget and input
+schema), read at most once per ``meta_ttl_s``. The input is validated (a
+locally known workflow's schema, else the JSON Schema a worker synced, when
+it says clients may check it: ``core/input_schema.py``) and encoded here
+(over the store's blob threshold, as a ``@blob:`` reference and its blob),
+and so are the limits its workflow puts on the run, so that the request the
+enqueue pipeline gets (``store/enqueue.py``) is complete. With an app name
+(``core/interop.py``), queues are scoped as the asyncio ``redflow`` package
+scopes them: by the app in the workflow's metadata, else the client's.
 """
 
 from __future__ import annotations
@@ -22,19 +23,24 @@ from typing import Any
 from redflow.core.errors import RedflowError, UnknownWorkflowError
 from redflow.core.flow import check_priority, limits_spec
 from redflow.core.idempotency import step_workflows_idempotency_key
+from redflow.core.input_schema import schema_from_metadata
 from redflow.core.interop import NONE, Interop
+from redflow.core.json_schema import JsonSchema, json_form
 from redflow.core.keys import Keys, scope_queue
 from redflow.core.models import RunField, WorkflowField, max_attempts_of
 from redflow.core.workflow_def import Registry, WorkflowDef, get_default_registry
 from redflow.store.payloads import Payloads
 from redflow.store.requests import IDEMPOTENCY_TTL_S, EnqueueRequest
+from redflow.store.workflow_lookup import unknown_workflow
 
-#: How long a workflow's synced metadata (queue, max attempts) is reused before
-#: it is read again, so that an enqueue by name is one round trip. Safe: the
-#: metadata only chooses where a new run waits and its attempt budget, both
-#: fixed at enqueue; a deploy that changes them is seen within this time,
-#: which only widens the window a deploy has anyway (runs enqueued just
-#: before it keep the old values). An unknown name is never cached.
+#: How long a workflow's synced metadata (queue, max attempts, input schema) is
+#: reused before it is read again, so that an enqueue by name is one round trip.
+#: Safe: the metadata only chooses where a new run waits and its attempt
+#: budget, both fixed at enqueue, and what input is refused before the run
+#: exists (the worker checks it again at every attempt); a deploy that changes
+#: them is seen within this time, which only widens the window a deploy has
+#: anyway (runs enqueued just before it keep the old values). An unknown name
+#: is never cached.
 WORKFLOW_META_TTL_S = 5.0
 #: How long a ``run_workflows`` child's idempotency key lives, as ``client.run``'s.
 CHILD_IDEMPOTENCY_TTL_S = IDEMPOTENCY_TTL_S
@@ -42,13 +48,15 @@ CHILD_IDEMPOTENCY_TTL_S = IDEMPOTENCY_TTL_S
 
 @dataclass(frozen=True, slots=True)
 class Target:
-    """What an enqueue needs to know about a workflow (``workflow``: None when known by its metadata only).
+    """What an enqueue needs to know about a workflow (``workflow``: None when known
+    by its metadata only; then ``schema``: the synced schema clients may check, if any).
     ``queue`` is scoped by ``app`` (the metadata's, else the client's), and so is a queue an enqueue names."""
 
     name: str
     queue: str
     max_attempts: int
     workflow: WorkflowDef | None
+    schema: JsonSchema | None = None
     app: str | None = None
 
 
@@ -81,12 +89,16 @@ class Targets:
 
     def _of(self, workflow: WorkflowDef) -> Target:
         app = self.interop.app
-        return Target(workflow.name, self.interop.queue(workflow.queue), workflow.max_attempts, workflow, app)
+        return Target(workflow.name, self.interop.queue(workflow.queue), workflow.max_attempts, workflow, app=app)
 
     def _local(self, name: str) -> WorkflowDef | None:
         if self.registry is not None and name in self.registry:
             return self.registry.get(name)
         return get_default_registry().get(name)
+
+    def _local_names(self) -> list[str]:
+        registries = [get_default_registry()] if self.registry is None else [self.registry, get_default_registry()]
+        return [wf.name for registry in registries for wf in registry]
 
     def _synced_target(self, name: str) -> Target:
         """A workflow known only from its synced metadata, read at most once per ``meta_ttl_s``."""
@@ -94,23 +106,36 @@ class Targets:
         cached = self._synced.get(name)
         if cached is not None and now_s - cached[0] < self.meta_ttl_s:
             return cached[1]
-        fields = [WorkflowField.QUEUE, WorkflowField.MAX_ATTEMPTS, WorkflowField.APP]
-        queue, max_attempts, app = self.redis.hmget(self.keys.workflow(name), fields)
+        queue, max_attempts, schema_json, schema_check, app = self.redis.hmget(
+            self.keys.workflow(name),
+            [
+                WorkflowField.QUEUE,
+                WorkflowField.MAX_ATTEMPTS,
+                WorkflowField.INPUT_SCHEMA_JSON,
+                WorkflowField.INPUT_SCHEMA_CHECK,
+                WorkflowField.APP,
+            ],
+        )
         if not queue:
             self._synced.pop(name, None)
-            raise UnknownWorkflowError(name)
-        attempts = {RunField.MAX_ATTEMPTS: max_attempts} if max_attempts else {}
+            raise unknown_workflow(self.redis, self.keys, name, self._local_names())
+        fields = {RunField.MAX_ATTEMPTS: max_attempts} if max_attempts else {}
+        schema = schema_from_metadata(schema_json, schema_check)
         app = app or self.interop.app  # the app the metadata names wins, as in the asyncio package
         queue = scope_queue(app, queue) if app else queue
-        target = Target(name, queue, max_attempts_of(attempts, what=f"workflow {name}"), None, app)
+        target = Target(name, queue, max_attempts_of(fields, what=f"workflow {name}"), None, schema, app)
         self._synced[name] = (now_s, target)
         return target
 
     def prepare(self, target: Target, input: Any) -> tuple[Any, str]:
-        """The validated input and its JSON text."""
+        """The validated input and its JSON text (by name: checked against the synced schema)."""
         if target.workflow is not None:
             input = target.workflow.validate(input)
-        return input, self.payloads.input_json(input, target.name)
+        input_json = self.payloads.input_json(input, target.name)
+        if target.schema is not None:
+            source = f"the JSON Schema synced for {target.name!r}, checked before the run is created"
+            target.schema.check(json_form(input), source=source)
+        return input, input_json
 
     def request(
         self,

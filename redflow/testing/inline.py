@@ -1,16 +1,15 @@
-"""Workflows run inline: a workflow, its steps and its child runs in the
-calling greenlet, with no worker and no Redis, for fast unit tests of a
-handler's logic. Steps go through the engine's own ``StepApi``, so their
-rules are the worker's: unique names, JSON outputs, timeouts, and replay of
-succeeded steps when a retryable error makes the run try again.
+"""Workflows run inline: a workflow, its steps and child runs in the calling
+greenlet, with no worker and no Redis, for fast unit tests of a handler's
+logic. Steps go through the engine's own ``StepApi``, so the worker's rules
+hold (unique names, JSON outputs, timeouts, replay of succeeded steps on a retry).
 
-Durable waits park inline runs as a worker parks them, against the
-runner's own clock (local time plus what it was moved on): a sleep is
-fast-forwarded (the clock jumps to its wake time, so no time passes and the
-run goes on at once); a run waiting for an event resumes when
-:meth:`InlineRunner.emit_event` (or another inline run) emits a matching
-one, and its timeout passes when :meth:`InlineRunner.advance` moves the
-clock on; a parent of ``run_workflows`` resumes when its last child ends.
+Durable waits park inline runs as a worker parks them, against the runner's
+clock (local time plus what it was moved on): a sleep jumps the clock to its
+wake time; an event wait resumes on a matching :meth:`InlineRunner.emit_event`
+(or another inline run's), and times out when :meth:`InlineRunner.advance`
+moves the clock on; a signal wait takes one :meth:`InlineRunner.signal` sent
+(also before it waited); a ``run_workflows`` parent resumes when its last
+child ends. ``emit_workflow``'s runs run at once, as children do.
 """
 
 from __future__ import annotations
@@ -18,21 +17,15 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from redflow.core import clock, codec
-from redflow.core.errors import (
-    CanceledError,
-    RedflowError,
-    RunFailedError,
-    UnknownWorkflowError,
-    error_to_json,
-)
+from redflow.core.errors import CanceledError, RedflowError, RunFailedError, UnknownWorkflowError, error_to_json
 from redflow.core.idempotency import event_run_idempotency_key, step_workflows_idempotency_key
-from redflow.core.models import OBJECT_RECORDS, STEP_SUCCEEDED, WAIT_CHILDREN, WAIT_SLEEP, EventWaiter, Step, StepField
+from redflow.core.models import OBJECT_RECORDS, STEP_SUCCEEDED, WAIT_CHILDREN, WAIT_SIGNAL, WAIT_SLEEP, EventWaiter, Step, StepField
 from redflow.core.run_state import RunState
 from redflow.core.streams import StreamWriter
 from redflow.core.workflow_def import Registry, WorkflowDef, get_default_registry
@@ -44,6 +37,9 @@ from redflow.engine.step import StepApi, load_step_cache
 from redflow.engine.step_host import RunningStep, StepHost
 from redflow.engine.waits import ParkRequest
 from redflow.store.payloads import PLAIN
+from redflow.store.replies import StepSaved
+from redflow.store.requests import SignalTake
+from redflow.testing.inline_signals import SignalBuffers
 from redflow.testing.inline_stream import InlineStream
 
 if TYPE_CHECKING:
@@ -99,7 +95,7 @@ class InlineRun:
         if self.parked is not None:
             raise RedflowError(
                 f"run {self.id} is parked ({self.parked.reason} in step {self.parked.step!r}): "
-                "use InlineRunner.emit_event or InlineRunner.advance to resume it"
+                "use InlineRunner.emit_event, signal or advance to resume it"
             )
         raise RedflowError(f"run {self.id} did not run (status {self.status!r})")
 
@@ -202,6 +198,12 @@ class _InlineAttempt:
     def read_states(self, run_ids: Sequence[str]) -> list[RunState | None]:
         return [self._runner.state_of(run_id) for run_id in run_ids]
 
+    def take_signal(self, take: SignalTake) -> StepSaved:
+        return self._runner.signals.take(self.run_id, self._run.step_records, take)
+
+    def emit_run(self, workflow: WorkflowDef | str, input: Any, options: Mapping[str, Any]) -> str:  # at once, delay or not
+        return self.client.run(workflow, input, idempotency_key=options.get("idempotency_key"), max_attempts=options.get("max_attempts")).id
+
     def register_event_wait(self, event: str, waiter: EventWaiter) -> None:
         runner = self._runner
         known = runner.event_waits.get(waiter.run_id)
@@ -232,6 +234,7 @@ class InlineRunner:
         self.runs: dict[str, InlineRun] = {}
         #: Runs parked in ``wait_for_event``: run id -> (event, entry).
         self.event_waits: dict[str, tuple[str, EventWaiter]] = {}
+        self.signals = SignalBuffers()  # sent by signal(), not taken yet
         self._keys: dict[tuple[str, str], str] = {}
         self._ahead_ms = 0
         self._scheduled_events: list[tuple[float, str, str]] = []  # (fire ms, event, payload JSON)
@@ -250,9 +253,7 @@ class InlineRunner:
         return time.time() * 1000.0 + self._ahead_ms
 
     def resolve(self, workflow: WorkflowDef | str) -> WorkflowDef:
-        if not isinstance(workflow, str):
-            return workflow
-        found = self.registry.get(workflow) if isinstance(workflow, str) else None
+        found = self.registry.get(workflow) if isinstance(workflow, str) else workflow
         if found is None:
             raise UnknownWorkflowError(str(workflow or ""))
         return found
@@ -336,6 +337,8 @@ class InlineRunner:
         if request.reason == WAIT_SLEEP:
             self._ahead_ms += max(0, request.wake_at_ms - self.now_ms())
             return True
+        if request.reason == WAIT_SIGNAL and self.signals.pending(run.id, request.signal):
+            return True  # sent while the step looked: as the worker's settle, it does not park
         run.status, run.parked = "scheduled", request
         return False
 
@@ -371,6 +374,16 @@ class InlineRunner:
         """``client.emit_event``: start the subscribers, and resume the runs waiting for ``name``
         whose match ``payload`` satisfies. Returns the ids of the runs started."""
         return self.fan_out(None, name, payload, idempotency_key, at=None)
+
+    def signal(self, run_id: str, name: str, payload: Any = None) -> bool:
+        """``client.signal``: keep signal ``name`` for run ``run_id`` until a wait takes it (a run
+        waiting for it resumes now); False, storing nothing, for a run that ended or is unknown."""
+        run = self.runs.get(run_id)
+        if run is None or not self.signals.send(run_id, run.status, name, payload):
+            return False
+        if run.parked is not None and run.parked.reason == WAIT_SIGNAL and run.parked.signal == name:
+            self._resume(run)
+        return True
 
     def advance(self, seconds: float) -> None:
         """Move the runner's clock on: scheduled events due by then reach their

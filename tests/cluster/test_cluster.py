@@ -15,7 +15,7 @@ from redflow.ops.dashboard import serve
 from redflow.ops.views.stats import workflow_stats
 from redflow.ops.views.workers import list_workers
 from redflow.store.catalog import LIBRARY
-from redflow.store.requests import EnqueueRequest, SettleRequest, StartRequest
+from redflow.store.requests import EnqueueRequest, SettleRequest, SignalTake, StartRequest
 from redflow.store.scripts import Scripts
 
 #: A reply of each script's shape, for the recorder.
@@ -23,6 +23,7 @@ _REPLIES = {
     "enqueue_run": ["created", "run_x"], "start_run": ["busy"], "take_run": [], "settle_run": ["succeeded"],
     "retry_run": ["queued", "failed"], "save_step": ["saved", ""], "purge_invalid_entries": [], "watch_run": [None] * 5,
     "search_runs": [[], "", "", 1, 0], "claim_scheduled_events": ["1", ""], "confirm_run": ["owned", "running", ""],
+    "take_signal": ["waiting", ""],
 }  # fmt: skip
 
 
@@ -76,10 +77,14 @@ def test_every_script_touches_keys_of_one_slot_in_cluster_mode():
     scripts.register_waiter(event="e", run_id="run_1", head="{")
     scripts.claim_scheduled_events(most=1, claim_ms=1000)
     scripts.schedule_event(entry="{}", at_ms=1)
-    assert len(rec.calls) == 23
+    # signals: a send, a wait's take, a park in a signal wait (its signals key is the run key + a suffix)
+    scripts.send_signal(**common, name="approve", payload_json="{}", now_ms=1, bounds=(1, 1))
+    scripts.take_signal(**common, token="t", lease_ms=1000, take=SignalTake("s", "approve", "{}", "{", "}", None, 1))
+    scripts.settle_run(SettleRequest("run_1", "emails", "parked", "t", 1000, 1, park=["signal", "s", "{}", "1", "approve"]))
+    assert len(rec.calls) == 26
     # start, take, the settles, cancel and heal_limit build keys from a prefix argument (the scope, a queue's
     # prefix, the run key prefix; limits name theirs, under the queue's tag: limits.lua checks)
-    assert sum(1 for keys in rec.calls if keys[-1].endswith(":x")) == 6
+    assert sum(1 for keys in rec.calls if keys[-1].endswith(":x")) == 7
     for keys in rec.calls:
         assert len({key_slot(k.encode()) for k in keys}) == 1, keys
 

@@ -19,7 +19,7 @@ def test_the_purge_script_touches_keys_of_one_slot():
     scripts = Scripts(rec, Keys("redflow:v1", cluster=True))
     scripts.purge_run(run_id="run_1", queue="emails", workflow="wf", finished_at="1", tags={"customer": "42"})
     (keys,) = rec.calls
-    # the run's own keys; created, 3 status, the held children and workflow-runs; per tag, workflow+tag;
+    # the run's own keys (streams and signals too); created, 3 status, the held children and workflow-runs; per tag, workflow+tag;
     # failed/canceled per workflow and per tag
     own = len(run_own_keys(Keys("redflow:v1", cluster=True), "run_1", "emails"))
     assert len(keys) == own + 6 + 2 + 4 and len({key_slot(k.encode()) for k in keys}) == 1

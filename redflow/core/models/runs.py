@@ -110,6 +110,10 @@ class WorkflowField:
     MAX_CONCURRENCY = "maxConcurrency"
     #: what views show of its limits (redflow-gevent extension)
     LIMITS_JSON = "limitsJson"
+    #: the input's JSON Schema (the asyncio package's field; ``core/input_schema.py``)
+    INPUT_SCHEMA_JSON = "inputSchemaJson"
+    #: how a client without the code may check input against it: strict, lax (redflow-gevent extension)
+    INPUT_SCHEMA_CHECK = "inputSchemaCheck"
     #: the app name of the worker that synced it (the asyncio package's, 0.0.8 and later):
     #: its ``queue`` is scoped by it (``shop:default``, core/keys.py's scope_queue)
     APP = "app"

@@ -108,7 +108,7 @@ def _object_form(step: ArrayStep) -> dict[str, Any]:
     record: dict[str, Any] = {"status": step.status, "seq": step.seq, "attempt": step.attempt}
     optional = {"startedAt": step.started_at, "outputJson": step.output, "errorJson": step.error, "childRunId": step.child_run_id}
     record.update({key: value for key, value in optional.items() if value is not None})
-    ours = step.wait if step.wait is not None and "correlationKey" not in step.wait and step.wait.get("kind") in _OUR_WAITS else None
+    ours = step.wait if step.wait is not None and "correlationKey" not in step.wait and step.wait.get("kind") in _WAIT_KINDS else None
     if ours is not None:
         record["wait"] = ours
     elif step.wait_until_at is not None:
@@ -134,6 +134,15 @@ def step_succeeded_json(seq: int, started_at_ms: int, finished_at_ms: int, outpu
     return _step_ended_json(STEP_SUCCEEDED, seq, started_at_ms, finished_at_ms, ("outputJson", output_json), attempt)
 
 
+def step_succeeded_around(seq: int, started_at_ms: int, finished_at_ms: int, attempt: int | None = None) -> tuple[str, str]:
+    """A succeeded step's record cut where its ``outputJson`` value goes: the text
+    before and after it. A script puts a payload there, as a JSON string, when the
+    payload comes from Redis (store/lua/take_signal.lua: a signal)."""
+    record = step_succeeded_json(seq, started_at_ms, finished_at_ms, "", attempt)
+    cut = record.index('"outputJson":""') + len('"outputJson":')
+    return record[:cut], record[cut + 2 :]
+
+
 def step_failed_json(seq: int, started_at_ms: int, finished_at_ms: int, error_json: str, attempt: int | None = None) -> str:
     return _step_ended_json(STEP_FAILED, seq, started_at_ms, finished_at_ms, ("errorJson", error_json), attempt)
 
@@ -150,13 +159,16 @@ def _step_ended_json(status: str, seq: int, started_at_ms: int, finished_at_ms: 
 WAIT_SLEEP = "sleep"
 WAIT_EVENT = "event"
 WAIT_CHILDREN = "children"
+WAIT_SIGNAL = "signal"
+_WAIT_KINDS = (WAIT_SLEEP, WAIT_EVENT, WAIT_CHILDREN, WAIT_SIGNAL)
 
 
 @dataclass(frozen=True, slots=True)
 class Wait:
     """What a step parked in a durable wait waits for, kept in its ``running``
     step record under ``wait`` (so the wait replays): a sleep's wake time, an
-    event with its match and timeout, or the ids of child runs. Times in ms."""
+    event with its match and timeout, the ids of child runs, or a signal's
+    name with its timeout. Times in ms."""
 
     kind: str
     wake_at_ms: int | None = None
@@ -164,19 +176,22 @@ class Wait:
     match: dict[str, Any] | None = None
     timeout_at_ms: int | None = None
     children: tuple[str, ...] = ()
+    signal: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         if self.kind == WAIT_SLEEP:
             return {"kind": self.kind, "wakeAt": self.wake_at_ms}
         if self.kind == WAIT_EVENT:
             return {"kind": self.kind, "event": self.event, "match": self.match, "timeoutAt": self.timeout_at_ms}
+        if self.kind == WAIT_SIGNAL:
+            return {"kind": self.kind, "signal": self.signal, "timeoutAt": self.timeout_at_ms}
         return {"kind": self.kind, "children": list(self.children)}
 
     @classmethod
     def of_record(cls, record: Any) -> Wait | None:
         """The wait of a decoded step record, if it is a ``running`` record of one that can be read."""
         wait = record.get("wait") if isinstance(record, dict) and record.get("status") == STEP_RUNNING else None
-        if not isinstance(wait, dict) or wait.get("kind") not in (WAIT_SLEEP, WAIT_EVENT, WAIT_CHILDREN):
+        if not isinstance(wait, dict) or wait.get("kind") not in _WAIT_KINDS:
             return None
         children = wait.get("children")
         match = wait.get("match")
@@ -187,6 +202,7 @@ class Wait:
             match=match if isinstance(match, dict) else None,
             timeout_at_ms=_int_or_none(wait.get("timeoutAt")),
             children=tuple(c for c in children if isinstance(c, str)) if isinstance(children, list) else (),
+            signal=wait.get("signal") if isinstance(wait.get("signal"), str) else None,
         )
 
 
@@ -197,9 +213,6 @@ def _int_or_none(value: Any) -> int | None:
 def step_waiting_json(seq: int, started_at_ms: int, wait: Wait) -> str:
     """The ``running`` record of a step parked in ``wait``."""
     return codec.dumps({"status": STEP_RUNNING, "seq": seq, "startedAt": started_at_ms, "wait": wait.to_dict()})
-
-
-_OUR_WAITS = (WAIT_SLEEP, WAIT_EVENT, WAIT_CHILDREN)
 
 
 class StepForm:
@@ -224,6 +237,10 @@ class StepForm:
         """A step parked in a durable wait."""
         return step_waiting_json(seq, started_at_ms, wait)
 
+    def succeeded_around(self, seq: int, attempt: int, started_at_ms: int, finished_at_ms: int) -> tuple[str, str]:
+        """A succeeded record cut where its output goes (a script puts a JSON string there)."""
+        return step_succeeded_around(seq, started_at_ms, finished_at_ms, attempt)
+
 
 class _ArrayForm(StepForm):
     """Step records as the asyncio package (0.0.25 and later) writes them (core/step_arrays.py)."""
@@ -243,6 +260,10 @@ class _ArrayForm(StepForm):
         if wait.kind == WAIT_SLEEP:  # the asyncio package's own sleep (wait_for): its wake time, in its slot
             return running_array(seq, attempt, started_at_ms, wake_at_ms=wait.wake_at_ms)
         return running_array(seq, attempt, started_at_ms, wait=wait.to_dict())
+
+    def succeeded_around(self, seq: int, attempt: int, started_at_ms: int, finished_at_ms: int) -> tuple[str, str]:
+        before, after = finished_array(STEP_SUCCEEDED, seq, attempt, "").split('""')
+        return before, after
 
 
 OBJECT_RECORDS = StepForm()

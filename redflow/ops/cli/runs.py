@@ -1,7 +1,7 @@
-"""``redflow-gevent runs list|show|cancel|retry|purge``: runs by filters and one
+"""``redflow-gevent runs list|show|cancel|retry|signal|purge``: runs by filters and one
 run with its steps, as a table or JSON; one run or every matching run retried
-or canceled (``--all``, confirmed or ``--yes``); finished runs purged. ``runs
-tail`` is :mod:`redflow.ops.cli.tail`.
+or canceled (``--all``, confirmed or ``--yes``); a signal sent (``run_signal``); finished runs purged.
+``runs tail`` is :mod:`redflow.ops.cli.tail`.
 
 Selecting and acting are :mod:`redflow.ops.control`'s, shared with the
 dashboard; this module is the options and the words on the terminal.
@@ -19,7 +19,7 @@ from redflow.core.errors import RedflowError
 from redflow.core.keys import RUN_STATUSES
 from redflow.core.models import Run, Step
 from redflow.core.retention import FINISHED_STATUSES
-from redflow.ops.cli import tail
+from redflow.ops.cli import run_signal, tail
 from redflow.ops.cli.common import command, common_options, emit, jsonable
 from redflow.ops.cli.values import positive_int
 from redflow.ops.control import bulk
@@ -42,7 +42,7 @@ from redflow.store.bulk import CANCELABLE, RETRYABLE
 def register(subparsers: Any) -> None:
     """Add ``runs list|show|cancel|retry|purge`` (see ``redflow.ops.cli.parser.COMMAND_MODULES``)."""
     common = common_options()
-    runs = subparsers.add_parser("runs", help="list, show, cancel, retry, purge runs, or tail one's output stream")
+    runs = subparsers.add_parser("runs", help="list, show, cancel, retry, signal, purge runs, or tail one's output stream")
     runs_sub = runs.add_subparsers(dest="runs_command", required=True)
     listing = runs_sub.add_parser("list", parents=[common], help="recent runs, newest first")
     add_list_options(listing)
@@ -57,6 +57,7 @@ def register(subparsers: Any) -> None:
     retry = runs_sub.add_parser("retry", parents=[common], help="run a failed or canceled run again (exit 1 otherwise), or --all matching")
     add_bulk_options(retry, "retry")
     retry.set_defaults(func=command(lambda client, args: runs_action(client, args, "retry")))
+    run_signal.register(runs_sub, common)
 
     purge = runs_sub.add_parser("purge", parents=[common], help="delete finished runs that ended long enough ago (never a live run)")
     purge.add_argument("--older-than", type=_duration, required=True, metavar="DURATION", help="e.g. 90s, 15m, 1h, 7d")

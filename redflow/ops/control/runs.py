@@ -1,9 +1,10 @@
-"""Cancel or retry one run, and say what happened in words a person can read
-(``runs cancel|retry`` and the dashboard's buttons)."""
+"""Cancel, retry or signal one run, and say what happened in words a person can
+read (``runs cancel|retry|signal`` and the dashboard's buttons)."""
 
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from redflow.client import RedflowClient
 
@@ -44,3 +45,13 @@ def retry_run(client: RedflowClient, run_id: str) -> ActionResult:
         )
         return ActionResult(run_id, False, run.status, f"not retried: the run is {run.status} ({why})")
     return ActionResult(run_id, True, run.status, "queued again; its succeeded steps will replay")
+
+
+def signal_run(client: RedflowClient, run_id: str, name: str, payload: Any = None) -> ActionResult:
+    """``client.signal``, then say what happened (kept for the run, or why not)."""
+    if client.signal(run_id, name, payload):
+        return ActionResult(run_id, True, None, f"signal {name!r} kept for the run: its next wait_for_signal({name!r}) takes it")
+    run = client.get_run(run_id)
+    if run is None:
+        return ActionResult(run_id, False, None, f"no run {run_id}")
+    return ActionResult(run_id, False, run.status, f"not sent: the run already ended ({run.status}); nothing was stored")

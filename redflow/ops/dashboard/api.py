@@ -10,7 +10,7 @@ checked field by field before anything is enqueued (400); errors are
 ``{"error": {"name", "message"}}``. The page is docs/operations/http-api.md.
 
 Only the client's public API is used: ``run``, ``get_run``, ``read_stream``,
-``emit_event`` and, once it exists, ``signal`` (the ``send_signal`` hook).
+``emit_event`` and ``signal``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 import hmac
 import logging
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any
 from urllib.parse import parse_qs, quote
@@ -33,6 +33,7 @@ from redflow.core.errors import (
     RedisFullError,
     RunNotFoundError,
     SerializationError,
+    SignalBufferFullError,
     UnknownWorkflowError,
 )
 from redflow.core.models import Run, Unreadable
@@ -52,9 +53,6 @@ log = logging.getLogger("redflow.dashboard")
 
 JSON_TYPE = "application/json"
 API_OFF = f"The HTTP API is off: start the dashboard with --token or {TOKEN_ENV}."
-SIGNALS_MISSING = "Signals are not available in this version of redflow-gevent yet; nothing was sent."
-#: ``client.signal(run_id, name, payload) -> bool``: False when the run is finished or unknown.
-SignalSender = Callable[[str, str, Any], bool]
 
 _RUN_PATH = re.compile(r"/api/runs/([^/]{1,200})")
 _SIGNAL_PATH = re.compile(r"/api/runs/([^/]{1,200})/signal")
@@ -70,25 +68,14 @@ def is_api_path(path: str) -> bool:
 class Api:
     """The ``/api`` routes of the dashboard's WSGI app.
 
-    ``token``: the dashboard's (None: the API is off); ``send_signal``: what
-    ``POST /api/runs/<id>/signal`` calls (``client.signal``), None until
-    redflow has signals: then that route checks the request and the run, and
-    answers 501."""
+    ``token``: the dashboard's (None: the API is off)."""
 
-    def __init__(
-        self,
-        client: RedflowClient,
-        token: bytes | None,
-        *,
-        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-        send_signal: SignalSender | None = None,
-    ) -> None:
+    def __init__(self, client: RedflowClient, token: bytes | None, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
         if max_body_bytes < 1:
             raise RedflowError(f"max_body_bytes must be at least 1, got {max_body_bytes}")
         self.client = client
         self._token = token
         self.max_body_bytes = max_body_bytes
-        self.send_signal = send_signal
 
     def __call__(self, environ: dict[str, Any], base: str) -> Response:
         """The response to one request under ``/api``; errors become JSON, never a page."""
@@ -100,6 +87,8 @@ class Api:
             return error_response("404 Not Found", exc.name, str(exc))
         except InputValidationError as exc:
             return error_response("400 Bad Request", exc.name, str(exc))
+        except SignalBufferFullError as exc:
+            return error_response("429 Too Many Requests", exc.name, str(exc))
         except RedisFullError as exc:
             return error_response("503 Service Unavailable", exc.name, str(exc))
         except RedisError as exc:
@@ -183,21 +172,20 @@ class Api:
         return json_response("202 Accepted", {"event": request.event, "run_ids": run_ids})
 
     def _signal(self, environ: dict[str, Any], run_id: str) -> Response:
-        """202 ``{"id", "signal"}``; 404 for an unknown run, 409 for a finished one, 501 until signals exist."""
+        """202 ``{"id", "signal"}``, the signal stored; 404 for an unknown run, 409 for a
+        finished one (nothing stored), 429 when the run keeps as many signals as it may."""
         request = SignalRequest.parse(read_json(environ, self.max_body_bytes))
-        self._signalable(run_id)
-        if self.send_signal is None:
-            raise ApiError("501 Not Implemented", "NotImplemented", SIGNALS_MISSING)
-        if not self.send_signal(run_id, request.name, request.payload):
-            self._signalable(run_id)  # it ended (or was purged) in between: say which
+        if not self.client.signal(run_id, request.name, request.payload):
+            self._refused(run_id)
         return json_response("202 Accepted", {"id": run_id, "signal": request.name})
 
-    def _signalable(self, run_id: str) -> None:
+    def _refused(self, run_id: str) -> None:
+        """Why a signal was not stored: the run is gone, or it has ended."""
         run = self.client.get_run(run_id)
         if run is None:
             raise ApiError("404 Not Found", "RunNotFoundError", f"No run {run_id}.")
-        if run.is_terminal:
-            raise ApiError("409 Conflict", "RunFinished", f"Run {run_id} has ended ({run.status}); it takes no signal.")
+        ended = f"has ended ({run.status})" if run.is_terminal else f"had ended when the signal came (it is {run.status} again)"
+        raise ApiError("409 Conflict", "RunFinished", f"Run {run_id} {ended}; nothing was stored.")
 
 
 def _allow(method: str, allowed: str) -> None:

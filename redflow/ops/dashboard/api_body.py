@@ -16,6 +16,7 @@ import orjson
 
 from redflow.core.errors import RedflowError
 from redflow.core.flow import check_priority
+from redflow.core.signals import check_signal_name
 from redflow.core.tags import validate_tags
 from redflow.ops.dashboard.web import HttpError
 
@@ -187,4 +188,8 @@ class SignalRequest:
     @classmethod
     def parse(cls, body: Mapping[str, Any]) -> SignalRequest:
         _only(body, ("name",), ("payload",))
-        return cls(_required_text(body, "name"), body.get("payload"))
+        try:
+            name = check_signal_name(_required_text(body, "name"))
+        except RedflowError as exc:
+            raise invalid(f"'name': {exc}.") from None
+        return cls(name, body.get("payload"))

@@ -1,6 +1,6 @@
 -- Helper (needs status.lua): runs parked by a durable wait (engine/waits.py).
--- A parked run is ``scheduled`` with parkedFor (sleep | event | children)
--- and parkedStep; what it waits for is the ``running`` record of that step.
+-- A parked run is ``scheduled`` with parkedFor (sleep | event | children |
+-- signal) and parkedStep; what it waits for is the ``running`` record of that step.
 -- It resumes where it was: the start that picks it up again does not count
 -- a new attempt.
 local PARKED_FIELDS = {"parkedFor", "parkedStep", "awaitingChildren"}
@@ -21,6 +21,13 @@ local function wake_parked(run_key, index, run_id, queue_scheduled_key, ready_ke
   redis.call("lpush", ready_key, run_id)
 end
 
+-- Whether the run's signal buffer (keys.Keys.run_signals: the run key +
+-- ":signals") holds a signal of ``name`` not taken yet (send_signal.lua).
+local function signal_pending(run_key, name)
+  local counts = redis.call("hmget", run_key .. ":signals", "t:" .. name, "h:" .. name)
+  return (tonumber(counts[1]) or 0) > (tonumber(counts[2]) or 0)
+end
+
 -- Whether a stored step record is a success (a wait resolved meanwhile).
 local function step_succeeded(raw)
   if not raw then
@@ -33,10 +40,11 @@ end
 -- The settle of an attempt that parks (settle_run.lua, after its fence
 -- checks): store the step's waiting record, and move the run to scheduled
 -- until ``wake_at`` with its lease released; or to ready at once when the
--- wait is over already (its step was resolved meanwhile, or every awaited
--- child has ended). ``args`` from ``first``: reason, step name, waiting
--- record, wake at ms, then for children: the number n of children seen
--- running, their n ids, and the ids of children seen ended.
+-- wait is over already (its step was resolved meanwhile, every awaited
+-- child has ended, or a signal it waits for was sent since its step looked).
+-- ``args`` from ``first``: reason, step name, waiting record, wake at ms,
+-- then for children: the number n of children seen running, their n ids,
+-- and the ids of children seen ended; for a signal: its name.
 -- Returns "parked" | "woken".
 local function park_run(run_key, index, run_id, prev, lease_key, queue_scheduled_key, ready_key, now, args, first)
   local reason, step, record, wake_at = args[first], args[first + 1], args[first + 2], args[first + 3]
@@ -62,6 +70,8 @@ local function park_run(run_key, index, run_id, prev, lease_key, queue_scheduled
     over = pending == 0
     table.insert(fields, "awaitingChildren")
     table.insert(fields, tostring(pending))
+  elseif reason == "signal" and not over then
+    over = signal_pending(run_key, args[first + 4])
   end
   if over then
     move_status(run_key, index, run_id, prev, "queued", now, fields)
