@@ -23,6 +23,8 @@ _EXPORTS = {
     # flow control
     "Concurrency": "core.flow",
     "RateLimit": "core.flow",
+    # retries
+    "RetryPolicy": "core.retry",
     # client
     "create_client": "client",
     "RedflowClient": "client",
@@ -53,6 +55,8 @@ _EXPORTS = {
     "RunNotFoundError": "core.errors",
     "NonRetryableError": "core.errors",
     "NonRetriableError": "core.errors",
+    "RetryAfterError": "core.errors",
+    "DeadlineExceededError": "core.errors",
     "RedisFullError": "core.errors",
     "EvictingRedisError": "core.errors",
 }
@@ -78,6 +82,7 @@ if TYPE_CHECKING:
     from redflow.core.errors import (
         CanceledError,
         CorruptDataError,
+        DeadlineExceededError,
         EvictingRedisError,
         InputValidationError,
         NonRetriableError,
@@ -85,6 +90,7 @@ if TYPE_CHECKING:
         OutputSerializationError,
         RedflowError,
         RedisFullError,
+        RetryAfterError,
         RunFailedError,
         RunNotFoundError,
         SerializationError,
@@ -94,6 +100,7 @@ if TYPE_CHECKING:
     from redflow.core.flow import Concurrency, RateLimit
     from redflow.core.models import Run, Step
     from redflow.core.retention import Retention
+    from redflow.core.retry import RetryPolicy
     from redflow.engine.context import OnFailureContext, WorkflowContext
     from redflow.engine.interrupts import CancelSignal
     from redflow.engine.run_info import RunInfo

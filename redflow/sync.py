@@ -68,6 +68,7 @@ def sync_registry(store: Store, registry: Registry) -> None:
         _sync_events(store, write, wf, event_ids, _stored_ids(prev_event_raw))
         write.sadd(keys.workflows(), wf.name)
         _sync_limits(write, keys.workflow(wf.name), wf)
+        _sync_policies(write, keys.workflow(wf.name), wf)
         write.hset(
             keys.workflow(wf.name),
             mapping={
@@ -94,6 +95,20 @@ def _sync_limits(pipe: Pipeline, key: str, wf: WorkflowDef) -> None:
     if wf.flow.workflow_limit is not None:
         fields[WorkflowField.MAX_CONCURRENCY] = str(wf.flow.workflow_limit)
     stale = [name for name in (WorkflowField.LIMITS_JSON, WorkflowField.MAX_CONCURRENCY) if name not in fields]
+    if fields:
+        pipe.hset(key, mapping=fields)
+    if stale:
+        pipe.hdel(key, *stale)
+
+
+def _sync_policies(pipe: Pipeline, key: str, wf: WorkflowDef) -> None:
+    """A retry policy other than the default (for the views) and the deadlines
+    (which a client enqueueing the workflow by name applies); absent ones are dropped."""
+    fields: dict[Any, Any] = dict(wf.deadlines.metadata_fields())
+    if wf.retry is not None:
+        fields[WorkflowField.RETRY_JSON] = codec.dumps(wf.retry.summary())
+    known = (WorkflowField.RETRY_JSON, WorkflowField.START_WITHIN_MS, WorkflowField.TIMEOUT_MS)
+    stale = [name for name in known if name not in fields]
     if fields:
         pipe.hset(key, mapping=fields)
     if stale:

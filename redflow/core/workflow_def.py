@@ -15,9 +15,11 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
 from redflow.core.cron import TriggerDef
+from redflow.core.deadlines import Deadlines
 from redflow.core.errors import RedflowError
 from redflow.core.flow import FlowControl
 from redflow.core.retention import Retention
+from redflow.core.retry import RetryPolicy
 
 
 class WorkflowDef(Protocol):
@@ -44,6 +46,10 @@ class WorkflowDef(Protocol):
     def retention(self) -> Retention: ...
     @property
     def flow(self) -> FlowControl: ...
+    @property
+    def retry(self) -> RetryPolicy | None: ...
+    @property
+    def deadlines(self) -> Deadlines: ...
     def validate(self, value: Any) -> Any: ...
 
 

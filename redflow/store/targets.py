@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from redflow.core.deadlines import NO_DEADLINES, Deadlines
 from redflow.core.errors import RedflowError, UnknownWorkflowError
 from redflow.core.flow import check_priority, limits_spec
 from redflow.core.idempotency import step_workflows_idempotency_key
@@ -44,6 +45,7 @@ class Target:
     queue: str
     max_attempts: int
     workflow: WorkflowDef | None
+    deadlines: Deadlines = NO_DEADLINES
 
 
 class Targets:
@@ -64,12 +66,12 @@ class Targets:
     def resolve(self, workflow: WorkflowDef | str) -> Target:
         """Name, queue and attempts of a workflow: the local registries first, else its synced metadata."""
         if not isinstance(workflow, str):
-            return Target(workflow.name, workflow.queue, workflow.max_attempts, workflow)
+            return Target(workflow.name, workflow.queue, workflow.max_attempts, workflow, workflow.deadlines)
         if not workflow:
             raise UnknownWorkflowError("")
         local = self._local(workflow)
         if local is not None:
-            return Target(local.name, local.queue, local.max_attempts, local)
+            return Target(local.name, local.queue, local.max_attempts, local, local.deadlines)
         return self._synced_target(workflow)
 
     def _local(self, name: str) -> WorkflowDef | None:
@@ -83,12 +85,15 @@ class Targets:
         cached = self._synced.get(name)
         if cached is not None and now_s - cached[0] < self.meta_ttl_s:
             return cached[1]
-        queue, max_attempts = self.redis.hmget(self.keys.workflow(name), [WorkflowField.QUEUE, WorkflowField.MAX_ATTEMPTS])
+        read = [WorkflowField.QUEUE, WorkflowField.MAX_ATTEMPTS, WorkflowField.START_WITHIN_MS, WorkflowField.TIMEOUT_MS]
+        queue, max_attempts, start_within_ms, timeout_ms = self.redis.hmget(self.keys.workflow(name), read)
         if not queue:
             self._synced.pop(name, None)
             raise UnknownWorkflowError(name)
         fields = {RunField.MAX_ATTEMPTS: max_attempts} if max_attempts else {}
-        target = Target(name, queue, max_attempts_of(fields, what=f"workflow {name}"), None)
+        what = f"workflow {name}"
+        deadlines = Deadlines.of_metadata(start_within_ms, timeout_ms, what=what)
+        target = Target(name, queue, max_attempts_of(fields, what=what), None, deadlines)
         self._synced[name] = (now_s, target)
         return target
 
@@ -127,6 +132,7 @@ class Targets:
             max_attempts or target.max_attempts,
             priority=check_priority(priority),
             limits_json=self._limits_json(target, queue, value) if limited else "",
+            deadlines=target.deadlines,
             **options,
         )
 
