@@ -153,3 +153,23 @@ def test_run_inline_raises_the_deadline_error(registry):
 
     with pytest.raises(DeadlineExceededError, match="would start after its deadline"):
         run_inline(instant_timeout)
+
+
+def test_a_run_a_handler_starts_with_a_delay_waits_for_the_clock_inline(registry):
+    @define_workflow("reminder", registry=registry)
+    def reminder(ctx):
+        return f"remind {ctx.input}"
+
+    @define_workflow("signup", registry=registry)
+    def signup(ctx):
+        later = ctx.client.run("reminder", "ada", delay=3600)
+        soon = ctx.client.run("reminder", "bob", run_at=runner.now_ms() / 1000 + 60)
+        return [later.id, soon.id]
+
+    runner = InlineRunner(registry)
+    later, soon = (runner.runs[run_id] for run_id in runner.run(signup).result())
+    assert (later.status, soon.status) == ("scheduled", "scheduled")
+    runner.advance(61)
+    assert (later.status, soon.result()) == ("scheduled", "remind bob")
+    runner.advance(3600)
+    assert later.result() == "remind ada"

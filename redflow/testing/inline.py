@@ -75,11 +75,13 @@ class _InlineClient:
         max_attempts: int | None = None,
         parent_run_id: str | None = None,
         delay: float | None = None,
+        run_at: float | None = None,
         **_options: Any,
     ) -> InlineRun:
-        """``client.run``: a run with ``delay`` waits for :meth:`InlineRunner.advance`; ``queue`` and ``run_at`` are ignored."""
-        runner = self._runner
-        return runner.start(workflow, input, idempotency_key=idempotency_key, max_attempts=max_attempts, parent=self._current, delay=delay)
+        """``client.run``: a run with ``delay`` or ``run_at`` waits for :meth:`InlineRunner.advance`; ``queue`` is ignored."""
+        return self._runner.start(
+            workflow, input, idempotency_key=idempotency_key, max_attempts=max_attempts, parent=self._current, delay=delay, at=run_at
+        )
 
     def wait_for(self, run_id: str, *, timeout: float = 30.0, assist: Any = None) -> InlineRun:
         return self._runner.runs[run_id]
