@@ -51,7 +51,7 @@ class EnqueueRequest:
         """``available_at_ms``, or the run's deadline if that comes first (see ``Deadlines.due_ms``)."""
         return self.deadlines.due_ms(created_at_ms, self.available_at_ms) if self.deadlines.active else self.available_at_ms
 
-    def hash_fields(self, created_at_ms: int = 0) -> dict[str, str]:
+    def hash_fields(self, created_at_ms: int) -> dict[str, str]:
         """The run-hash fields beyond the ones every client writes (redflow-gevent
         extensions); ``created_at_ms``: the run's creation, its deadlines count from it."""
         extra = dict(self.fields)
