@@ -32,6 +32,16 @@ def expired_error(handle, deadline):
     return failed.value.error
 
 
+def outlasting(name, registry, **options):
+    """A workflow whose one step outlasts any deadline the tests give it (60 s)."""
+
+    @define_workflow(name, registry=registry, **options)
+    def handler(ctx):
+        ctx.step.run("call", lambda: gevent.sleep(60))
+
+    return handler
+
+
 def wait_for_redis_time(client, at_ms):
     wait_until(lambda: client.now_ms() > at_ms, message=f"Redis's clock to pass {at_ms}")
 
@@ -217,10 +227,7 @@ def test_a_run_past_its_timeout_cancels_its_unfinished_children(start, registry,
 
 
 def test_a_manual_retry_gives_a_timed_out_run_a_fresh_deadline(start, registry, client):
-    @define_workflow("retried", registry=registry, timeout=0.4)
-    def retried(ctx):
-        ctx.step.run("call", lambda: gevent.sleep(60))
-
+    retried = outlasting("retried", registry, timeout=0.4)
     start()
     handle = retried.run(None, client=client)
     expired_error(handle, "timeout")
@@ -238,10 +245,7 @@ def test_a_timeout_racing_a_cancel_ends_each_run_once(start, registry, client, r
     """Invariant: each run ends once, failed (its deadline) or canceled: the hash and
     exactly one status index agree, and a later cancel finds it terminal."""
 
-    @define_workflow("racer", registry=registry, timeout=0.5)
-    def racer(ctx):
-        ctx.step.run("wait", lambda: gevent.sleep(60))
-
+    racer = outlasting("racer", registry, timeout=0.5)
     start(concurrency=20)
     handles = [racer.run(i, client=client) for i in range(20)]
     deadlines_ms = [int(client.get_run(h.id).deadline_at * 1000) for h in handles]
@@ -288,10 +292,7 @@ def test_a_worker_killed_around_the_deadline_leaves_the_run_to_end_once_failed(s
 
 
 def test_expired_runs_are_counted_by_the_metrics_the_stats_and_shown_by_runs_show(start, registry, client, cli):
-    @define_workflow("metered", registry=registry, timeout=0.4, start_within=30)
-    def metered(ctx):
-        ctx.step.run("call", lambda: gevent.sleep(60))
-
+    metered = outlasting("metered", registry, timeout=0.4, start_within=30)
     observer = MetricsObserver()
     start(observers=[observer])
     handle = metered.run(None, client=client)

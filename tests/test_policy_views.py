@@ -7,28 +7,22 @@ from __future__ import annotations
 
 import re
 
-import gevent
-import pytest
 from helpers import request, wait_until
+from test_deadlines import expired_error, outlasting
 
-from redflow import RetryPolicy, RunFailedError, define_workflow
+from redflow import RetryPolicy, define_workflow
 from redflow.core import codec
 from redflow.ops.dashboard import serve
 from redflow.ops.format import fmt_time
 from redflow.ops.views.policies import DEFAULT_POLICY_TEXT, describe_policy
 
 
-@pytest.fixture
-def dashboard(client):
-    servers = []
-
-    def start():
-        server = serve(client, "127.0.0.1", 0, token=None)
-        servers.append(server)
-        return server.server_port
-
-    yield start
-    for server in servers:
+def page(client, path):
+    """One page of a read-only dashboard over ``client``."""
+    server = serve(client, "127.0.0.1", 0, token=None)
+    try:
+        return request(server.server_port, "GET", path)[2]
+    finally:
         server.stop(timeout=1)
 
 
@@ -38,7 +32,7 @@ def test_a_policy_in_words():
     assert describe_policy(summary) == "10m00s x2 up to 1h00m, jitter 10%, only OSError, no retry on KeyError"
 
 
-def test_runs_show_and_the_run_page_show_the_policy_the_next_try_and_the_deadlines(start, registry, client, cli, dashboard):
+def test_runs_show_and_the_run_page_show_the_policy_the_next_try_and_the_deadlines(start, registry, client, cli):
     @define_workflow(
         "patient",
         registry=registry,
@@ -65,10 +59,10 @@ def test_runs_show_and_the_run_page_show_the_policy_the_next_try_and_the_deadlin
     policy = codec.loads(out)["policy"]
     assert (policy["attempts"], policy["next_retry_at"], policy["deadline_at"]) == ("1/3", run.available_at, run.deadline_at)
 
-    _, _, page = request(dashboard(), "GET", f"/runs/{handle.id}")
-    assert "<dt>retries</dt><dd>10m00s x2 up to 1h00m, jitter 10%, no retry on KeyError</dd>" in page
-    assert f"<dt>next try</dt><dd>{next_try}</dd>" in page
-    assert f"<dt>deadline</dt><dd>start by {start_by}; end by {end_by}</dd>" in page
+    run_page = page(client, f"/runs/{handle.id}")
+    assert "<dt>retries</dt><dd>10m00s x2 up to 1h00m, jitter 10%, no retry on KeyError</dd>" in run_page
+    assert f"<dt>next try</dt><dd>{next_try}</dd>" in run_page
+    assert f"<dt>deadline</dt><dd>start by {start_by}; end by {end_by}</dd>" in run_page
 
 
 def test_a_run_without_policy_or_deadline_shows_the_default_and_no_deadline(start, registry, client, cli):
@@ -84,18 +78,13 @@ def test_a_run_without_policy_or_deadline_shows_the_default_and_no_deadline(star
     assert "next try" not in out and "deadline" not in out
 
 
-def test_the_workflows_page_counts_the_runs_a_deadline_failed(start, registry, client, dashboard):
-    @define_workflow("bounded", registry=registry, timeout=0.3)
-    def bounded(ctx):
-        ctx.step.run("call", lambda: gevent.sleep(60))
-
+def test_the_workflows_page_counts_the_runs_a_deadline_failed(start, registry, client):
+    bounded = outlasting("bounded", registry, timeout=0.3)
     start()
-    handle = bounded.run(None, client=client)
-    with pytest.raises(RunFailedError):
-        handle.result(10)
-    _, _, page = request(dashboard(), "GET", "/workflows")
-    headers = [re.sub(r"<[^>]+>", "", cell) for cell in re.findall(r"<th[^>]*>(.*?)</th>", page, re.S)]
-    row = next(row for row in re.findall(r"<tr[^>]*>(.*?)</tr>", page, re.S) if ">bounded<" in row)
+    expired_error(bounded.run(None, client=client), "timeout")
+    workflows = page(client, "/workflows")
+    headers = [re.sub(r"<[^>]+>", "", cell) for cell in re.findall(r"<th[^>]*>(.*?)</th>", workflows, re.S)]
+    row = next(row for row in re.findall(r"<tr[^>]*>(.*?)</tr>", workflows, re.S) if ">bounded<" in row)
     cells = [re.sub(r"<[^>]+>", "", cell) for cell in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
     shown = dict(zip(headers, cells))
     assert (shown["runs"], shown["failed"], shown["expired"]) == ("1", "1", "1")
