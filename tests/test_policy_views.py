@@ -88,3 +88,24 @@ def test_the_workflows_page_counts_the_runs_a_deadline_failed(start, registry, c
     cells = [re.sub(r"<[^>]+>", "", cell) for cell in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
     shown = dict(zip(headers, cells))
     assert (shown["runs"], shown["failed"], shown["expired"]) == ("1", "1", "1")
+
+
+def test_a_step_with_a_policy_shows_the_try_that_wrote_it(start, registry, client, cli):
+    tries = []
+
+    @define_workflow("gateway", registry=registry)
+    def gateway(ctx):
+        def call():
+            tries.append(1)
+            if len(tries) < 2:
+                raise ConnectionError("busy")
+            return "paid"
+
+        return ctx.step.run("pay", call, retry=RetryPolicy(max_attempts=3, initial_delay=0.05))
+
+    start()
+    handle = gateway.run(None, client=client)
+    assert handle.result(10) == "paid"
+    code, out, _ = cli("runs", "show", handle.id)
+    assert code == 0 and "pay   succeeded (try 2)" in out
+    assert '<span class="muted">try 2</span>' in page(client, f"/runs/{handle.id}")

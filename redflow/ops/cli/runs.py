@@ -30,6 +30,7 @@ from redflow.ops.format import (
     fmt_error,
     fmt_seconds,
     fmt_step_outcome,
+    fmt_step_status,
     fmt_time,
     format_table,
     preview,
@@ -198,5 +199,5 @@ def run_details(run: Run, steps: Sequence[Step], policy: RunPolicy | None = None
     head = "\n".join(f"{name:<9} {value}" for name, value in fields)
     if not steps:
         return head + "\n\n(no steps)"
-    rows = [(s.seq, s.name, s.status, fmt_duration(s.started_at, s.finished_at), fmt_step_outcome(s)) for s in steps]
+    rows = [(s.seq, s.name, fmt_step_status(s), fmt_duration(s.started_at, s.finished_at), fmt_step_outcome(s)) for s in steps]
     return head + "\n\n" + format_table(("SEQ", "STEP", "STATUS", "DURATION", "OUTPUT / ERROR"), rows)

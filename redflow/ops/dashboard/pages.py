@@ -28,6 +28,7 @@ from redflow.ops.format import (
     fmt_seconds,
     fmt_step_outcome,
     fmt_time,
+    fmt_tries,
     preview,
 )
 from redflow.ops.views.flow import flow_rows
@@ -206,7 +207,7 @@ def steps_table(steps: list[Step]) -> str:
         [
             h(s.seq),
             f"<code>{h(s.name)}</code>",
-            badge(s.status),
+            badge(s.status) + (f' <span class="muted">{h(fmt_tries(s))}</span>' if s.tries else ""),
             h(fmt_time(s.started_at)),
             h(fmt_duration(s.started_at, s.finished_at)),
             error_html(s.error) if s.error else f"<code>{h(fmt_step_outcome(s, 300))}</code>",
