@@ -104,8 +104,12 @@ def test_a_delayed_run_not_started_within_its_window_fails_without_running(start
     def report(ctx):
         calls.append(ctx.input)
 
+    @define_workflow("roomy-report", registry=registry, start_within=30)
+    def roomy_report(ctx):
+        calls.append(ctx.input)
+
     late = report.run("late", client=client, delay=0.1)
-    on_time = report.run("on time", client=client, delay=0.3)
+    on_time = roomy_report.run("on time", client=client, delay=0.3)
     wait_for_redis_time(client, client.get_run(late.id).start_by * 1000)
     start()
     error = expired_error(late, "start")
@@ -141,7 +145,7 @@ def test_a_run_that_waited_too_long_in_a_backlog_fails_without_starting_its_hand
 
 
 def test_start_within_bounds_the_first_start_only_not_the_retries(start, registry, client):
-    @define_workflow("once-late", registry=registry, start_within=0.2, retry=RetryPolicy(max_attempts=2, initial_delay=0.4))
+    @define_workflow("once-late", registry=registry, start_within=1.0, retry=RetryPolicy(max_attempts=2, initial_delay=1.5))
     def once_late(ctx):
         if ctx.run.attempt == 1:
             raise ConnectionError("down")
@@ -160,7 +164,7 @@ def test_start_within_bounds_the_first_start_only_not_the_retries(start, registr
 def test_a_timeout_interrupts_a_running_attempt_and_fails_the_run_without_retry(start, registry, client):
     failures, signals = [], []
 
-    @define_workflow("stuck", registry=registry, timeout=0.5, on_failure=lambda ctx: failures.append(type(ctx.error).__name__))
+    @define_workflow("stuck", registry=registry, timeout=1.5, on_failure=lambda ctx: failures.append(type(ctx.error).__name__))
     def stuck(ctx):
         try:
             ctx.step.run("call", lambda: gevent.sleep(60))
@@ -176,7 +180,7 @@ def test_a_timeout_interrupts_a_running_attempt_and_fails_the_run_without_retry(
 
 
 def test_a_sleeping_run_wakes_at_its_deadline_and_fails_then(start, registry, client):
-    @define_workflow("long-nap", registry=registry, timeout=0.6)
+    @define_workflow("long-nap", registry=registry, timeout=1.5)
     def long_nap(ctx):
         ctx.step.sleep("nap", 3600)
 
@@ -191,7 +195,7 @@ def test_a_sleeping_run_wakes_at_its_deadline_and_fails_then(start, registry, cl
 
 
 def test_a_run_waiting_for_an_event_that_never_comes_fails_at_its_deadline(start, registry, client, r):
-    @define_workflow("approval", registry=registry, timeout=0.6)
+    @define_workflow("approval", registry=registry, timeout=1.5)
     def approval(ctx):
         return ctx.step.wait_for_event("approve", "order.approved")
 
@@ -213,7 +217,7 @@ def test_a_run_past_its_timeout_cancels_its_unfinished_children(start, registry,
         else:
             ctx.step.run("spin", lambda: gevent.sleep(60))
 
-    @define_workflow("parent", registry=registry, timeout=0.8)
+    @define_workflow("parent", registry=registry, timeout=2.0)
     def parent(ctx):
         return ctx.step.run_workflows("kids", "child", ["nap", "spin"])
 
@@ -245,7 +249,7 @@ def test_a_timeout_racing_a_cancel_ends_each_run_once(start, registry, client, r
     """Invariant: each run ends once, failed (its deadline) or canceled: the hash and
     exactly one status index agree, and a later cancel finds it terminal."""
 
-    racer = outlasting("racer", registry, timeout=0.5)
+    racer = outlasting("racer", registry, timeout=1.0)
     start(concurrency=20)
     handles = [racer.run(i, client=client) for i in range(20)]
     deadlines_ms = [int(client.get_run(h.id).deadline_at * 1000) for h in handles]
@@ -275,7 +279,9 @@ def test_a_worker_killed_around_the_deadline_leaves_the_run_to_end_once_failed(s
 
     bounded, ended = app_registry.get("bounded-call"), []
     for offset_ms in (-300, 0, 300):
+        known = set(r.zrange(client.keys.workers(), 0, -1))
         with WorkerProcess(redis_url, prefix, app="tests.apps.deadline_app:registry", concurrency=2) as doomed:
+            wait_until(lambda seen=known: set(r.zrange(client.keys.workers(), 0, -1)) - seen, timeout=30, message="the worker to be up")
             handle = client.run(bounded, None)
             wait_until(lambda run_id=handle.id: client.get_run(run_id).status == "running", timeout=15, message="the run to start")
             wait_for_redis_time(client, int(client.get_run(handle.id).deadline_at * 1000) + offset_ms)
