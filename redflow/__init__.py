@@ -34,6 +34,7 @@ _EXPORTS = {
     # models
     "Run": "core.models",
     "Step": "core.models",
+    "StreamItem": "core.models.streams",
     # execution
     "start_worker": "engine.worker",
     "Worker": "engine.worker",
@@ -99,6 +100,7 @@ if TYPE_CHECKING:
     )
     from redflow.core.flow import Concurrency, RateLimit
     from redflow.core.models import Run, Step
+    from redflow.core.models.streams import StreamItem
     from redflow.core.retention import Retention
     from redflow.core.retry import RetryPolicy
     from redflow.engine.context import OnFailureContext, WorkflowContext

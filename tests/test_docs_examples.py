@@ -40,6 +40,11 @@ EXPECTED_OUTPUT = {
     "versioned-step": lambda out: out.splitlines() == ["by post / by courier"],
     "retries": lambda out: out.splitlines() == ["{'synced': '42', 'attempts': 3}", "ValueError", "report.csv"],
     "deadlines": lambda out: out.splitlines() == ["DeadlineExceededError start", "DeadlineExceededError timeout", "['start', 'timeout']"],
+    "streams": lambda out: out.splitlines() == ["Hello from a durable stream ", "{'words': 5}"],
+    "streams-pages": lambda out: (
+        out.splitlines() == ["[(1, 'header'), (1, 'row 1'), (1, 'row 2'), (2, 'header')]", "[(2, 'row 1'), (2, 'row 2')]"]
+    ),
+    "streams-inline": lambda out: out.splitlines() == ["[3, 2, 1] [1, 1, 1]"],
 }
 
 

@@ -161,6 +161,22 @@ class Keys:
         ``handle.result()`` block on it (XREAD from ``0-0``)."""
         return f"{self.run(run_id, queue)}:terminal"
 
+    def run_stream(self, run_id: str, queue: str | None = None, pass_number: int = 1) -> str:
+        """stream (the asyncio package's output stream of one execution pass, 0.1.7 and
+        later): entries ``record`` = an item (core/models/streams.py). Every attempt of a
+        redflow-gevent run writes pass 1, trimmed to ``core.streams.MAX_ITEMS``; passes
+        2.. are only written by asyncio workers. Always ``run(run_id, queue) + ":stream:pass:<n>"``."""
+        return f"{self.run(run_id, queue)}:stream:pass:{pass_number}"
+
+    def run_stream_signal(self, run_id: str, queue: str | None = None) -> str:
+        """stream (the asyncio package's): entries ``record`` = a signal; the script that
+        ends a run whose stream is written or read adds ``reason: terminal`` (finalize.lua)."""
+        return f"{self.run(run_id, queue)}:stream:signal"
+
+    def run_stream_cursors(self, run_id: str, queue: str | None = None) -> str:
+        """hash (the asyncio package's): its resumable readers' cursors; deleted with the run."""
+        return f"{self.run(run_id, queue)}:stream:cursors"
+
     def run_queues(self) -> str:
         """hash (cluster mode only): run id -> queue, to find a run's slot from its id."""
         return self._p + "run-queues"

@@ -38,6 +38,7 @@ from redflow.core.errors import DeadlineExceededError, RedflowError, UnknownWork
 from redflow.core.idempotency import event_run_idempotency_key, step_workflows_idempotency_key
 from redflow.core.models import STEP_SUCCEEDED, WAIT_CHILDREN, WAIT_SLEEP, EventWaiter, StepField
 from redflow.core.run_state import RunState
+from redflow.core.streams import StreamWriter
 from redflow.core.workflow_def import Registry, WorkflowDef, get_default_registry
 from redflow.engine import deadlines
 from redflow.engine.context import WorkflowContext, call_on_failure
@@ -278,6 +279,7 @@ class InlineRunner:
                 step=StepApi(_as_step_host(host), cache, max_seq),
                 signal=host.signal,
                 client=cast("RedflowClient", host.client),
+                stream=StreamWriter(run.stream.append_item, run.attempt, self.now_ms),
             )
             try:
                 end = returned(wf.handler(ctx), PLAIN)
@@ -319,6 +321,7 @@ class InlineRunner:
         """Park ``run`` as a worker's settle does; whether it goes on at once (a
         sleep is fast-forwarded: the clock jumps to its wake time)."""
         self._store_wait(run, request)
+        run.stream.park()
         if request.reason == WAIT_SLEEP:
             self._ahead_ms += max(0, request.wake_at_ms - self.now_ms())
             return True

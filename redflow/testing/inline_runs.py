@@ -9,6 +9,7 @@ from typing import Any
 from redflow.core.errors import CanceledError, RedflowError, RunFailedError, error_to_json
 from redflow.core.models import Step
 from redflow.engine.waits import ParkRequest
+from redflow.testing.inline_stream import InlineStream
 
 #: The statuses of a run that has not ended.
 UNFINISHED = ("queued", "running", "scheduled")
@@ -40,6 +41,7 @@ class InlineRun:
     children: list[InlineRun] = field(default_factory=list)
     events: list[InlineEvent] = field(default_factory=list)
     progress: Any = None
+    stream: InlineStream = field(default_factory=InlineStream)  # what ctx.stream wrote: StreamItem (id, value), .attempt
     parent_id: str | None = None
     #: While parked in a durable wait (status ``scheduled``): the wait.
     parked: ParkRequest | None = None
