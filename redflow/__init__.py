@@ -23,6 +23,8 @@ _EXPORTS = {
     # flow control
     "Concurrency": "core.flow",
     "RateLimit": "core.flow",
+    # retries
+    "RetryPolicy": "core.retry",
     # client
     "create_client": "client",
     "RedflowClient": "client",
@@ -54,6 +56,8 @@ _EXPORTS = {
     "RunNotFoundError": "core.errors",
     "NonRetryableError": "core.errors",
     "NonRetriableError": "core.errors",
+    "RetryAfterError": "core.errors",
+    "DeadlineExceededError": "core.errors",
     "RedisFullError": "core.errors",
     "SignalBufferFullError": "core.errors",
     "EvictingRedisError": "core.errors",
@@ -80,6 +84,7 @@ if TYPE_CHECKING:
     from redflow.core.errors import (
         CanceledError,
         CorruptDataError,
+        DeadlineExceededError,
         EvictingRedisError,
         InputValidationError,
         NonRetriableError,
@@ -87,6 +92,7 @@ if TYPE_CHECKING:
         OutputSerializationError,
         RedflowError,
         RedisFullError,
+        RetryAfterError,
         RunFailedError,
         RunNotFoundError,
         SerializationError,
@@ -98,6 +104,7 @@ if TYPE_CHECKING:
     from redflow.core.models import Run, Step
     from redflow.core.models.streams import StreamItem
     from redflow.core.retention import Retention
+    from redflow.core.retry import RetryPolicy
     from redflow.engine.context import OnFailureContext, WorkflowContext
     from redflow.engine.interrupts import CancelSignal
     from redflow.engine.run_info import RunInfo

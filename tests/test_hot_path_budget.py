@@ -13,7 +13,7 @@ import gevent
 import pytest
 from helpers import wait_until
 
-from redflow import Registry, define_workflow
+from redflow import Registry, RetryPolicy, define_workflow
 from redflow.bench.probe import Probe, server_delta
 
 RUNS = 400
@@ -56,6 +56,24 @@ def test_a_busy_worker_spends_one_round_trip_and_12_commands_per_no_op_run(start
     assert commands <= 12.3, (commands, by_command)
     # one settle per run, which also claims and starts the next run
     assert 0.99 <= by_command["fcall"] <= 1.05 and by_command.get("blmove", 0) <= 0.05, by_command
+
+
+def test_a_retry_policy_and_deadlines_cost_a_run_nothing_until_they_act(start, client, redis_url):
+    """A policy is decided in the worker's memory and deadlines are fields of the
+    run (one HSET at enqueue, read by the start script, watched by the lease keeper
+    without a command): a run that succeeds pays the same 12 commands."""
+    registry = Registry()
+
+    @define_workflow(
+        "bounded-noop", registry=registry, retry=RetryPolicy(max_attempts=5, initial_delay=1.0), start_within=600.0, timeout=3600.0
+    )
+    def bounded_noop(ctx):
+        return None
+
+    client.sync_registry(registry)
+    trips, commands, by_command = drain_counts(lambda **o: start(registry, **o), client, redis_url, bounded_noop, concurrency=4)
+    assert trips <= 1.2, (trips, by_command)
+    assert commands <= 12.3, (commands, by_command)
 
 
 def test_a_waiting_client_costs_the_run_two_commands_and_nobody_waiting_costs_none(start, client, registry):

@@ -20,6 +20,7 @@ from redflow.core import cron
 from redflow.core.errors import CorruptDataError, RedflowError
 from redflow.core.idempotency import cron_fire_idempotency_key
 from redflow.core.models import CronDef
+from redflow.engine.claim import NOT_AN_ID, drop_invalid_entries
 from redflow.engine.observers import Observers
 from redflow.store.enqueue import enqueue
 from redflow.store.port import Store
@@ -160,10 +161,9 @@ class Reaper:
         for queue in self.queues:
             pipe.lrange(keys.queue_processing(queue), 0, -1)
         entries = {(queue, run_id) for queue, ids in zip(self.queues, pipe.execute()) for run_id in ids}
-        for queue in {queue for queue, run_id in entries if "\ufffd" in run_id}:
-            removed = store.scripts.purge_invalid_entries(queue=queue)
-            log.warning("reaper: dropped %d processing entry(ies) of %r that are not run ids: %r", len(removed), queue, removed[:5])
-        entries = {entry for entry in entries if "\ufffd" not in entry[1]}
+        for queue in {queue for queue, run_id in entries if NOT_AN_ID in run_id}:
+            drop_invalid_entries(store, queue, who="reaper: ")
+        entries = {entry for entry in entries if NOT_AN_ID not in entry[1]}
         lingering = sorted(entries & self._seen)
         self._seen = entries
         if not lingering:

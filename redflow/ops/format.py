@@ -92,6 +92,16 @@ def fmt_step_outcome(step: Step, limit: int = PREVIEW_CHARS) -> str:
     return preview(step.output, limit)
 
 
+def fmt_tries(step: Step) -> str:
+    """Which try of a step with a retry policy wrote its record (``try 2``), or ""."""
+    return f"try {step.tries}" if step.tries else ""
+
+
+def fmt_step_status(step: Step) -> str:
+    """A step's status, with the try that wrote it for a step with a retry policy: ``failed (try 2)``."""
+    return f"{step.status} ({fmt_tries(step)})" if step.tries else step.status
+
+
 def fmt_rate(rate: float | None) -> str:
     return "-" if rate is None else f"{rate * 100:.1f}%"
 

@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from redflow.core.models import RunField
+
 
 def _pairs(flat: Sequence[Any]) -> dict[str, str]:
     return dict(zip(flat[::2], flat[1::2]))
@@ -31,8 +33,9 @@ class StartReply:
     ``skip`` (not queued/running: ``status``), ``cancel`` (a cancel is
     pending), ``held`` (a limit holds it back: ``status`` it waits in, and
     ``detail`` the ms it is due, or "") or ``admit`` (its limits are to be
-    computed: ``detail`` is its inputJson). ``attempt`` is the attempt number
-    the start made."""
+    computed: ``detail`` is its inputJson) or ``expired`` (past a deadline, not
+    started: ``detail`` is ``start`` or ``timeout``, with its ``fields``).
+    ``attempt`` is the attempt number the start made (of an expired run: its last)."""
 
     kind: str
     status: str = ""
@@ -47,9 +50,18 @@ class StartReply:
         kind = reply[0]
         if kind == "started":
             return cls(kind, fields=_pairs(reply[1]), steps=_pairs(reply[2]), attempt=int(reply[3]))
+        if kind == "expired":
+            fields = _pairs(reply[4])
+            return cls(kind, status=reply[1], workflow=reply[2] or "", fields=fields, attempt=_attempt_of(fields), detail=reply[3])
         if len(reply) > 2:
             return cls(kind, status=reply[1], workflow=reply[2] or "", detail=reply[3] if len(reply) > 3 else "")
         return cls(kind)
+
+
+def _attempt_of(fields: dict[str, str]) -> int:
+    """The attempt count of a run hash as read; a count that is not a number reads as 0 (the worker reports it)."""
+    raw = fields.get(RunField.ATTEMPT, "")
+    return int(raw) if raw.isdigit() else 0
 
 
 @dataclass(slots=True)  # made per run: not frozen, whose __init__ costs 3x

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from redflow.core.deadlines import NO_DEADLINES, Deadlines
 from redflow.core.models import RunField
 from redflow.core.tags import tags_json
 
@@ -47,10 +48,19 @@ class EnqueueRequest:
     tags: Mapping[str, str] | None = None
     #: More fields of the run hash (an enqueue hook's trace context); other clients ignore them.
     fields: Mapping[str, str] = field(default_factory=dict)
+    #: ``start_within`` and ``timeout``, fixed on the run as absolute times when it is created.
+    deadlines: Deadlines = NO_DEADLINES
 
-    def hash_fields(self) -> dict[str, str]:
-        """The run-hash fields beyond the ones every client writes (redflow-gevent extensions)."""
+    def due_ms(self, created_at_ms: int) -> int:
+        """``available_at_ms``, or the run's deadline if that comes first (see ``Deadlines.due_ms``)."""
+        return self.deadlines.due_ms(created_at_ms, self.available_at_ms) if self.deadlines.active else self.available_at_ms
+
+    def hash_fields(self, created_at_ms: int) -> dict[str, str]:
+        """The run-hash fields beyond the ones every client writes (redflow-gevent
+        extensions); ``created_at_ms``: the run's creation, its deadlines count from it."""
         extra = dict(self.fields)
+        if self.deadlines.active:
+            extra.update(self.deadlines.run_fields(created_at_ms, self.due_ms(created_at_ms)))
         if self.notify_parent:
             extra[RunField.NOTIFY_PARENT] = self.notify_parent
         if self.priority:

@@ -103,10 +103,10 @@ class Scripts:
             *(k.tag_index_keys(workflow, request.tags, queue) if request.tags else ()),
         ]  # fmt: skip
         args: list[Any] = [
-            run_id, workflow, queue, request.input_json, created_at_ms, request.available_at_ms, request.max_attempts,
+            run_id, workflow, queue, request.input_json, created_at_ms, request.due_ms(created_at_ms), request.max_attempts,
             "1" if idempotent else "0", request.idempotency_ttl_s, replace_id, request.parent_run_id,
         ]  # fmt: skip
-        args += [part for pair in request.hash_fields().items() for part in pair]
+        args += [part for pair in request.hash_fields(created_at_ms).items() for part in pair]
         return self._call("enqueue_run", keys, args, conn, Enqueued.parse)
 
     def start_run(self, request: StartRequest, *, conn: Conn = None) -> StartReply:

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from redflow.core.deadlines import NO_DEADLINES, Deadlines
 from redflow.core.errors import RedflowError, UnknownWorkflowError
 from redflow.core.flow import check_priority, limits_spec
 from redflow.core.idempotency import step_workflows_idempotency_key
@@ -52,6 +53,7 @@ class Target:
     max_attempts: int
     workflow: WorkflowDef | None
     schema: JsonSchema | None = None
+    deadlines: Deadlines = NO_DEADLINES
 
 
 class Targets:
@@ -72,12 +74,12 @@ class Targets:
     def resolve(self, workflow: WorkflowDef | str) -> Target:
         """Name, queue and attempts of a workflow: the local registries first, else its synced metadata."""
         if not isinstance(workflow, str):
-            return Target(workflow.name, workflow.queue, workflow.max_attempts, workflow)
+            return Target(workflow.name, workflow.queue, workflow.max_attempts, workflow, deadlines=workflow.deadlines)
         if not workflow:
             raise UnknownWorkflowError("")
         local = self._local(workflow)
         if local is not None:
-            return Target(local.name, local.queue, local.max_attempts, local)
+            return Target(local.name, local.queue, local.max_attempts, local, deadlines=local.deadlines)
         return self._synced_target(workflow)
 
     def _local(self, name: str) -> WorkflowDef | None:
@@ -95,16 +97,17 @@ class Targets:
         cached = self._synced.get(name)
         if cached is not None and now_s - cached[0] < self.meta_ttl_s:
             return cached[1]
-        queue, max_attempts, schema_json, schema_check = self.redis.hmget(
-            self.keys.workflow(name),
-            [WorkflowField.QUEUE, WorkflowField.MAX_ATTEMPTS, WorkflowField.INPUT_SCHEMA_JSON, WorkflowField.INPUT_SCHEMA_CHECK],
-        )
+        read = [WorkflowField.QUEUE, WorkflowField.MAX_ATTEMPTS, WorkflowField.START_WITHIN_MS, WorkflowField.TIMEOUT_MS]
+        read += [WorkflowField.INPUT_SCHEMA_JSON, WorkflowField.INPUT_SCHEMA_CHECK]
+        queue, max_attempts, start_within_ms, timeout_ms, schema_json, schema_check = self.redis.hmget(self.keys.workflow(name), read)
         if not queue:
             self._synced.pop(name, None)
             raise unknown_workflow(self.redis, self.keys, name, self._local_names())
         fields = {RunField.MAX_ATTEMPTS: max_attempts} if max_attempts else {}
+        what = f"workflow {name}"
+        deadlines = Deadlines.of_metadata(start_within_ms, timeout_ms, what=what)
         schema = schema_from_metadata(schema_json, schema_check)
-        target = Target(name, queue, max_attempts_of(fields, what=f"workflow {name}"), None, schema)
+        target = Target(name, queue, max_attempts_of(fields, what=what), None, schema, deadlines)
         self._synced[name] = (now_s, target)
         return target
 
@@ -147,6 +150,7 @@ class Targets:
             max_attempts or target.max_attempts,
             priority=check_priority(priority),
             limits_json=self._limits_json(target, queue, value) if limited else "",
+            deadlines=target.deadlines,
             **options,
         )
 

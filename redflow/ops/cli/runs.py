@@ -32,10 +32,12 @@ from redflow.ops.format import (
     fmt_error,
     fmt_seconds,
     fmt_step_outcome,
+    fmt_step_status,
     fmt_time,
     format_table,
     preview,
 )
+from redflow.ops.views.policies import RunPolicy, policy_facts, run_policy
 from redflow.store.bulk import CANCELABLE, RETRYABLE
 
 
@@ -152,8 +154,8 @@ def _runs_show(client: RedflowClient, args: argparse.Namespace) -> int:
     if run is None:
         print(f"no run {args.run_id}", file=sys.stderr)
         return 1
-    steps = client.get_steps(args.run_id)
-    emit(args, {"run": jsonable(run), "steps": jsonable(steps)}, run_details(run, steps))
+    steps, policy = client.get_steps(args.run_id), run_policy(client, run)
+    emit(args, {"run": jsonable(run), "steps": jsonable(steps), "policy": jsonable(policy)}, run_details(run, steps, policy))
     return 0
 
 
@@ -187,7 +189,7 @@ def runs_table(runs: Sequence[Run]) -> str:
     return format_table(("ID", "WORKFLOW", "STATUS", "ATTEMPT", "CREATED (UTC)", "DURATION"), rows)
 
 
-def run_details(run: Run, steps: Sequence[Step]) -> str:
+def run_details(run: Run, steps: Sequence[Step], policy: RunPolicy | None = None) -> str:
     fields = [
         ("run", run.id), ("workflow", run.workflow), ("queue", run.queue), ("status", run.status),
         ("attempt", fmt_attempt(run)), ("created", fmt_time(run.created_at)), ("started", fmt_time(run.started_at)),
@@ -196,9 +198,10 @@ def run_details(run: Run, steps: Sequence[Step]) -> str:
         ("cancel", run.cancel_reason or ("requested" if run.cancel_requested_at else "-")), ("parent", run.parent_run_id or "-"),
         ("tags", " ".join(f"{k}={v}" for k, v in run.tags.items()) or "-"),
         ("waiting", describe_wait(run, steps)), ("progress", preview(run.progress, 200) if run.progress is not None else "-"),
+        *(policy_facts(policy, run.status) if policy is not None else ()),
     ]  # fmt: skip
     head = "\n".join(f"{name:<9} {value}" for name, value in fields)
     if not steps:
         return head + "\n\n(no steps)"
-    rows = [(s.seq, s.name, s.status, fmt_duration(s.started_at, s.finished_at), fmt_step_outcome(s)) for s in steps]
+    rows = [(s.seq, s.name, fmt_step_status(s), fmt_duration(s.started_at, s.finished_at), fmt_step_outcome(s)) for s in steps]
     return head + "\n\n" + format_table(("SEQ", "STEP", "STATUS", "DURATION", "OUTPUT / ERROR"), rows)
