@@ -32,6 +32,7 @@ _EXPORTS = {
     # models
     "Run": "core.models",
     "Step": "core.models",
+    "Schedule": "core.models",
     # execution
     "start_worker": "engine.worker",
     "Worker": "engine.worker",
@@ -55,6 +56,8 @@ _EXPORTS = {
     "NonRetriableError": "core.errors",
     "RedisFullError": "core.errors",
     "EvictingRedisError": "core.errors",
+    "ScheduleNotFoundError": "core.errors",
+    "ScheduleExistsError": "core.errors",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -87,12 +90,14 @@ if TYPE_CHECKING:
         RedisFullError,
         RunFailedError,
         RunNotFoundError,
+        ScheduleExistsError,
+        ScheduleNotFoundError,
         SerializationError,
         TimeoutError,
         UnknownWorkflowError,
     )
     from redflow.core.flow import Concurrency, RateLimit
-    from redflow.core.models import Run, Step
+    from redflow.core.models import Run, Schedule, Step
     from redflow.core.retention import Retention
     from redflow.engine.context import OnFailureContext, WorkflowContext
     from redflow.engine.interrupts import CancelSignal

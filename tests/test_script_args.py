@@ -17,7 +17,7 @@ import pytest
 
 from redflow.core.keys import Keys
 from redflow.store.catalog import LIBRARY, SCRIPT_NAMES, lua
-from redflow.store.requests import EnqueueRequest, SettleRequest, StartRequest
+from redflow.store.requests import EnqueueRequest, SettleRequest, StartRequest, TickDone
 from redflow.store.scripts import WAKE_TTL_MS, Scripts
 
 K = Keys("P", cluster=True)
@@ -194,6 +194,19 @@ TABLE = {
     "schedule_event": (
         lambda s: s.schedule_event(entry="member", at_ms=3),
         {"key": K.scheduled_events(), "member": "member", "at": "3"},
+        {},
+    ),
+    "schedule_save": (
+        lambda s: s.schedule_save(action="update", schedule_id="sid", now_ms=3, tick=(5, 7), fields={"cron": "c"}),
+        {"hash_key": K.schedule("sid"), "ids_key": K.schedules(), "next_key": K.schedules_next(), "action": "update", "id": "sid",
+         "now": "3", "tick": "5", "due": "7"},
+        {("ARGV", 6): ["cron", "c"]},
+    ),
+    "schedule_tick": (
+        lambda s: s.schedule_tick(TickDone("sid", 3, run_id="run_1", run_at_ms=5, next_tick_ms=7, next_due_ms=11, fired=1,
+                                           skipped_late=13, skipped_overlap=17, error="err")),
+        {"hash_key": K.schedule("sid"), "next_key": K.schedules_next(), "id": "sid", "done": "3", "run_id": "run_1", "run_at": "5",
+         "tick": "7", "due": "11", "fired": "1", "late": "13", "overlapped": "17", "err": "err"},
         {},
     ),
 }  # fmt: skip

@@ -283,6 +283,24 @@ class Keys:
         """string: cron leader token ``cronlock_<uuid>``, PX 2000."""
         return self._p + "lock:cron"
 
+    # -- schedules as data (redflow-gevent extension; other clients do not read them) --
+    # One hash tag for all of them in cluster mode (``P:{schedules}:...``): the
+    # scripts that change a schedule touch its hash and the two indexes at once.
+    def _schedules(self) -> str:
+        return self._p + ("{schedules}" if self.cluster else "schedules")
+
+    def schedules(self) -> str:
+        """zset: schedule id -> ms it was created (every schedule, paused ones too)."""
+        return self._schedules() + ":ids"
+
+    def schedules_next(self) -> str:
+        """zset: schedule id -> due ms of its next tick (tick time + its jitter); paused ones are absent."""
+        return self._schedules() + ":next"
+
+    def schedule(self, schedule_id: str) -> str:
+        """hash: one schedule, its definition and its state (fields: ``ScheduleField``)."""
+        return f"{self._schedules()}:def:{schedule_id}"
+
     # -- events ------------------------------------------------------------
     def event_def(self) -> str:
         """hash: event-def id -> JSON {id, event, workflow, queue}."""

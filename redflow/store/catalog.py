@@ -48,6 +48,8 @@ SCRIPT_NAMES = (
     "register_waiter",
     "claim_scheduled_events",
     "schedule_event",
+    "schedule_save",
+    "schedule_tick",
 )
 
 #: The helper files in the order the library defines them: each after those it needs.
