@@ -166,3 +166,13 @@ def charge_and_parked(registry: Any, **charge_options: Any) -> None:
     @define_workflow("parked", registry=registry, queue="parking")
     def parked(ctx: Any) -> None:
         return None
+
+
+def keyspace(r: Any, prefix: str) -> dict[str, object]:
+    """Every key of ``prefix`` with its content (hashes, sorted sets; the type of
+    the others): what a refused call must leave as it was."""
+    out: dict[str, object] = {}
+    for key in r.scan_iter(f"{prefix}:*"):
+        kind = r.type(key)
+        out[key] = r.hgetall(key) if kind == "hash" else r.zrange(key, 0, -1, withscores=True) if kind == "zset" else kind
+    return out

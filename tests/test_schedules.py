@@ -10,6 +10,7 @@ import re
 from datetime import timedelta
 
 import pytest
+from helpers import keyspace
 
 from redflow import Registry, ScheduleExistsError, ScheduleNotFoundError, create_client, define_workflow
 from redflow.core.errors import InputValidationError, RedflowError, UnknownWorkflowError
@@ -38,15 +39,6 @@ def report(registry):
         return None
 
     return report
-
-
-def keyspace(r, client) -> dict[str, object]:
-    """Every key of the prefix with its content: what a refused call must leave as it was."""
-    out: dict[str, object] = {}
-    for key in r.scan_iter(f"{client.prefix}:*"):
-        kind = r.type(key)
-        out[key] = r.hgetall(key) if kind == "hash" else r.zrange(key, 0, -1, withscores=True) if kind == "zset" else kind
-    return out
 
 
 def test_create_stores_the_schedule_with_its_next_tick_and_list_returns_it(client, report, r):
@@ -107,10 +99,10 @@ def test_pause_takes_the_schedule_off_and_resume_puts_it_back_at_the_next_tick_f
 
 
 def test_delete_removes_every_key_of_the_schedule(client, report, r):
-    before = keyspace(r, client)
+    before = keyspace(r, client.prefix)
     client.schedules.create("nightly", workflow="report", cron="0 2 * * *", input={"kind": "x"})
     client.schedules.delete("nightly")
-    assert keyspace(r, client) == before
+    assert keyspace(r, client.prefix) == before
     assert client.schedules.get("nightly") is None and client.schedules.list() == []
 
 
@@ -156,16 +148,16 @@ BAD_CREATES = [
 
 @pytest.mark.parametrize(("change", "error", "message"), BAD_CREATES, ids=[str(c[0]) for c in BAD_CREATES])
 def test_a_bad_create_is_a_clear_error_that_writes_nothing(client, report, r, change, error, message):
-    before = keyspace(r, client)
+    before = keyspace(r, client.prefix)
     arguments = {"workflow": "report", "cron": "0 2 * * *", "input": {"kind": "daily"}, **change}
     with pytest.raises(error, match=re.escape(message)):
         client.schedules.create("nightly", **arguments)
-    assert keyspace(r, client) == before
+    assert keyspace(r, client.prefix) == before
 
 
 @pytest.mark.parametrize("bad_id", ["", None, 42, "x" * (MAX_ID_CHARS + 1), "new\nline"])
 def test_a_bad_id_is_refused_before_anything_is_read_or_written(client, report, r, bad_id):
-    before = keyspace(r, client)
+    before = keyspace(r, client.prefix)
     for call in (
         lambda: client.schedules.create(bad_id, workflow="report", cron="0 2 * * *", input={"kind": "x"}),
         lambda: client.schedules.update(bad_id, cron="0 3 * * *"),
@@ -177,7 +169,7 @@ def test_a_bad_id_is_refused_before_anything_is_read_or_written(client, report, 
     ):
         with pytest.raises(RedflowError, match="schedule id"):
             call()
-    assert keyspace(r, client) == before
+    assert keyspace(r, client.prefix) == before
 
 
 def test_an_id_that_exists_on_create_is_refused_and_the_schedule_is_left_as_it_was(client, report):
@@ -188,7 +180,7 @@ def test_an_id_that_exists_on_create_is_refused_and_the_schedule_is_left_as_it_w
 
 
 def test_a_missing_id_is_a_clear_error_on_every_change(client, report, r):
-    before = keyspace(r, client)
+    before = keyspace(r, client.prefix)
     for call in (
         lambda: client.schedules.update("ghost", cron="0 3 * * *"),
         lambda: client.schedules.pause("ghost"),
@@ -198,7 +190,7 @@ def test_a_missing_id_is_a_clear_error_on_every_change(client, report, r):
     ):
         with pytest.raises(ScheduleNotFoundError, match="no schedule 'ghost'"):
             call()
-    assert keyspace(r, client) == before and client.schedules.get("ghost") is None
+    assert keyspace(r, client.prefix) == before and client.schedules.get("ghost") is None
 
 
 BAD_UPDATES = [
@@ -217,10 +209,10 @@ BAD_UPDATES = [
 @pytest.mark.parametrize(("change", "error", "message"), BAD_UPDATES, ids=[str(c[0]) for c in BAD_UPDATES])
 def test_a_bad_update_is_a_clear_error_that_changes_nothing(client, report, r, change, error, message):
     client.schedules.create("nightly", workflow="report", cron="0 2 * * *", input={"kind": "x"})
-    before = keyspace(r, client)
+    before = keyspace(r, client.prefix)
     with pytest.raises(error, match=message):
         client.schedules.update("nightly", **change)
-    assert keyspace(r, client) == before
+    assert keyspace(r, client.prefix) == before
 
 
 def test_an_update_to_another_workflow_checks_the_stored_input_against_it(client, report, registry):
