@@ -21,7 +21,7 @@ from redflow.ops.cli.common import command, common_options, emit
 from redflow.ops.cli.values import argument_type, duration_s
 from redflow.ops.control import schedules as control
 from redflow.ops.control.schedules import ScheduleChange
-from redflow.ops.format import fmt_seconds, fmt_time, format_table
+from redflow.ops.format import fmt_setting_s, fmt_time, format_table
 
 #: The options of create (all needed but the defaulted ones) and of update (any of them).
 _FIELDS = ("workflow", "cron", "timezone", "input", "overlap", "catchup", "jitter")
@@ -92,7 +92,7 @@ def _list(client: RedflowClient, args: argparse.Namespace) -> int:
     schedules = client.schedules.list()
     rows = [
         (s.id, s.workflow, s.cron, s.timezone or "UTC", "paused" if s.paused else fmt_time(s.next_run_at), s.overlap,
-         fmt_seconds(s.catchup) if s.catchup else "-", fmt_seconds(s.jitter) if s.jitter else "-", s.last_run_id or "-",
+         fmt_setting_s(s.catchup) if s.catchup else "-", fmt_setting_s(s.jitter) if s.jitter else "-", s.last_run_id or "-",
          s.last_error or "")
         for s in schedules
     ]  # fmt: skip
