@@ -64,7 +64,7 @@ def fired_ticks(r, client, schedule_id: str) -> dict[int, str]:
     """tick ms -> run id, from the idempotency keys of the schedule's tick runs."""
     pattern = re.compile(re.escape(f"schedule:{enc(schedule_id)}:") + r"(\d+)$")
     found = {}
-    for key in r.scan_iter(f"{client.prefix}:idempo:*", count=1000):
+    for key in r.scan_iter(f"{client.prefix}:*idempo:*", count=1000):
         match = pattern.search(key)
         if match:
             found[int(match.group(1))] = r.get(key)

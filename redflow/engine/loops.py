@@ -211,8 +211,12 @@ class CronScheduler:
         keys, redis = self.store.keys, self.store.redis
         if self.is_leader:
             self.is_leader = self.store.scripts.renew_cron_lock(token=self.token, lock_ms=CRON_LOCK_MS)
+            if not self.is_leader:
+                log.info("cron: this worker no longer leads the cron triggers and schedules")
         else:
             self.is_leader = bool(redis.set(keys.lock_cron(), self.token, nx=True, px=CRON_LOCK_MS))
+            if self.is_leader:
+                log.info("cron: this worker leads the cron triggers and schedules")
         if not self.is_leader:
             return 0.25
         now_ms = self.store.now_ms()

@@ -93,6 +93,7 @@ class ScheduleTicker:
             done.error = str(exc)[:500]
         if done.run_id:  # a leader started it and died before moving on
             done.fired, done.run_at_ms = 1, now_ms
+            log.info("schedule %s: the tick of %d had started run %s already; moving on", schedule.id, tick.tick_ms, done.run_id)
         else:
             missed, first_kept = skip_missed(schedule.id, schedule.spec, tick, now_ms)
             if missed:  # the tick and those after it up to the window: skipped; go on from the first in it
