@@ -38,6 +38,9 @@ EXPECTED_OUTPUT = {
     "waits": lambda out: out.splitlines() == WAITS_OUTPUT,
     "values": lambda out: out.splitlines() == [VALUES_REFUSAL, "2027"],
     "versioned-step": lambda out: out.splitlines() == ["by post / by courier"],
+    "schedules": lambda out: (
+        out.splitlines() == ["[('heartbeat', False), ('nightly-report', False)]", "{'kind': 'daily'}", "True None", "['nightly-report']"]
+    ),
 }
 
 

@@ -18,6 +18,7 @@ import pytest
 from helpers import wait_until
 
 from redflow import Registry, define_workflow
+from redflow.core.errors import CorruptDataError
 from redflow.core.keys import enc
 from redflow.core.models import ScheduleField
 from redflow.core.schedules import jitter_ms
@@ -332,6 +333,21 @@ def test_a_tick_of_a_workflow_no_one_knows_starts_nothing_says_why_and_moves_on(
     schedule = client.schedules.get("gone")
     assert schedule.last_error == "Unknown workflow: 'tick'" and schedule.last_tick_at * 1000 == tick
     assert schedule.fired == 0 and schedule.next_tick_at * 1000 > client.now_ms() and fired_ticks(r, client, "gone") == {}
+
+
+def test_a_schedule_hash_that_does_not_read_is_taken_off_named_and_deletable(client, apps, r, caplog):
+    client.schedules.create("broken", workflow="tick", cron=YEARLY)
+    client.schedules.create("fine", workflow="tick", cron=YEARLY)
+    r.hset(client.keys.schedule("broken"), ScheduleField.CATCHUP_MS, "soon")  # written by hand
+    move_tick(r, client, "broken", client.now_ms() - 1000)
+    fine = move_tick(r, client, "fine", client.now_ms() - 1000)
+    ScheduleTicker(client.store, client.targets).step()
+    assert r.zscore(client.keys.schedules_next(), "broken") is None and "schedule broken taken off the schedule" in caplog.text
+    assert list(fired_ticks(r, client, "fine")) == [fine]  # the others fire all the same
+    with pytest.raises(CorruptDataError, match="schedule 'broken' field catchupMs is not a number of ms"):
+        client.schedules.list()
+    client.schedules.delete("broken")
+    assert [s.id for s in client.schedules.list()] == ["fine"]
 
 
 def test_a_deleted_schedules_stray_next_entry_is_dropped(client, apps, r):
