@@ -14,6 +14,8 @@ from helpers import wait_until
 
 from redflow import Registry, define_workflow
 from redflow.bench.probe import Probe, server_delta
+from redflow.core.models import ScheduleField
+from redflow.engine.schedules import ScheduleTicker
 
 RUNS = 400
 
@@ -65,3 +67,28 @@ def test_a_waiting_client_costs_the_run_two_commands_and_nobody_waiting_costs_no
     r = client.redis
     assert r.llen(client.keys.run_done(waited.id)) == 1 and 0 < r.pttl(client.keys.run_done(waited.id)) <= 60_000
     assert r.exists(client.keys.run_done(unwaited.id)) == 0
+
+
+def test_schedules_cost_the_leader_one_command_a_pass_and_a_tick_five_round_trips(client, registry, r, redis_url):
+    """Schedules cost runs nothing (a tick's run is an idempotent, tagged client.run);
+    the cron leader reads the head of the next index once a pass, and a due tick
+    costs it five round trips and about 24 commands (docs/guide/schedules.md)."""
+    define_workflow("tick", registry=registry)(lambda ctx: None)
+    client.sync_registry(registry)
+    ticker = ScheduleTicker(client.store, client.targets)
+    ticker.step()  # the clock read
+    probe = Probe(redis_url)
+    before = probe.sample()
+    ticker.step()
+    idle = server_delta(before, probe.sample())
+    assert dict(idle.commands) == {"zrange": 1} and idle.trips == 1
+    client.schedules.create("yearly", workflow="tick", cron="0 0 1 1 *")
+    tick_ms = client.now_ms() - 1000
+    r.hset(client.keys.schedule("yearly"), mapping={ScheduleField.TICK_MS: tick_ms, ScheduleField.DUE_MS: tick_ms})
+    r.zadd(client.keys.schedules_next(), {"yearly": tick_ms})
+    before = probe.sample()
+    ticker.step()
+    tick = server_delta(before, probe.sample())
+    probe.close()
+    assert client.schedules.get("yearly").fired == 1
+    assert tick.trips <= 5 and sum(tick.commands.values()) <= 25, (tick.trips, dict(tick.commands))
