@@ -22,6 +22,7 @@ from typing import Any, Final
 from redflow.core import cron
 from redflow.core.errors import RedflowError
 from redflow.core.retention import duration_s
+from redflow.core.tags import MAX_VALUE_CHARS, check_text
 
 #: What a tick does while the schedule's last run is unfinished.
 OVERLAPS: Final = ("skip", "allow", "cancel_running")
@@ -30,7 +31,7 @@ OVERLAPS: Final = ("skip", "allow", "cancel_running")
 #: a worker's restart, so that ``catchup=0`` loses no tick to them.
 ON_TIME_S: Final = 10.0
 #: A schedule id is at most this long (it tags the runs the schedule starts).
-MAX_ID_CHARS: Final = 200
+MAX_ID_CHARS: Final = MAX_VALUE_CHARS
 #: Missed ticks counted one by one (each is a croniter step, ~0.1 ms of CPU that
 #: holds the worker's greenlets); past this many, the next tick is found directly
 #: and the count says "at least".
@@ -70,14 +71,9 @@ class Tick:
 
 
 def check_id(schedule_id: Any) -> str:
-    """A schedule id: a non-empty string of at most :data:`MAX_ID_CHARS` characters, none a control character."""
-    if not isinstance(schedule_id, str) or not schedule_id:
-        raise RedflowError(f"a schedule id must be a non-empty string, not {schedule_id!r}")
-    if len(schedule_id) > MAX_ID_CHARS:
-        raise RedflowError(f"a schedule id is at most {MAX_ID_CHARS} characters; this one has {len(schedule_id)}")
-    if any(ord(c) < 32 or ord(c) == 127 for c in schedule_id):
-        raise RedflowError(f"a schedule id must not contain control characters: {schedule_id[:40]!r}")
-    return schedule_id
+    """A schedule id: a non-empty string of at most :data:`MAX_ID_CHARS` characters, none a
+    control character (it tags the runs the schedule starts, as a tag value is checked)."""
+    return check_text(schedule_id, "a schedule id", MAX_ID_CHARS)
 
 
 def check_workflow(workflow: Any) -> str:
