@@ -18,7 +18,7 @@ import pytest
 from helpers import wait_until
 
 from redflow import Registry, define_workflow
-from redflow.core.errors import CorruptDataError
+from redflow.core.errors import CorruptDataError, RedflowError
 from redflow.core.keys import enc
 from redflow.core.models import ScheduleField
 from redflow.core.schedules import jitter_ms
@@ -180,6 +180,7 @@ def test_a_long_outage_of_a_frequent_schedule_is_counted_and_skipped_without_a_b
     assert len(fired_ticks(r, client, "secondly")) <= 20  # the last few seconds at most, not days of them
 
 
+@pytest.mark.slow
 def test_jitter_delays_each_tick_by_its_hash_and_a_new_leader_keeps_the_due_time(client, apps, start, r, registry):
     client.schedules.create("j", workflow="tick", cron="*/2 * * * * *", jitter=1.5, overlap="allow")
     leader = start()
@@ -348,6 +349,19 @@ def test_a_schedule_hash_that_does_not_read_is_taken_off_named_and_deletable(cli
         client.schedules.list()
     client.schedules.delete("broken")
     assert [s.id for s in client.schedules.list()] == ["fine"]
+
+
+def test_a_create_refuses_an_expression_with_no_tick_and_a_leader_takes_one_off_until_updated(client, apps, r):
+    with pytest.raises(RedflowError, match="invalid cron expression '0 0 31 2 \\*'"):
+        client.schedules.create("never", workflow="tick", cron="0 0 31 2 *")  # February 31st
+    client.schedules.create("feb", workflow="tick", cron=YEARLY)
+    r.hset(client.keys.schedule("feb"), ScheduleField.CRON, "0 0 31 2 *")  # as an older version could have stored it
+    move_tick(r, client, "feb", client.now_ms() - 1000)
+    ScheduleTicker(client.store, client.targets).step()
+    schedule = client.schedules.get("feb")
+    assert schedule.next_run_at is None and schedule.last_error.startswith("no next tick: invalid cron expression")
+    assert r.zcard(client.keys.schedules_next()) == 0 and fired_ticks(r, client, "feb") == {}
+    assert client.schedules.update("feb", cron="0 0 1 3 *").next_run_at is not None
 
 
 def test_a_deleted_schedules_stray_next_entry_is_dropped(client, apps, r):

@@ -84,6 +84,16 @@ class ScheduleTicker:
 
     def _fire(self, schedule: Schedule, tick: Tick, now_ms: int) -> None:
         done = TickDone(schedule.id, tick.tick_ms)
+        try:
+            following = self._judge(schedule, tick, done, now_ms)
+            done.next_tick_ms, done.next_due_ms = following.tick_ms, following.due_ms
+        except RedflowError as exc:  # croniter finds no tick after this one: nothing was started
+            done.error = f"no next tick: {exc}"[:500]
+            log.error("schedule %s taken off the schedule: %s (an update gives it a tick again)", schedule.id, exc)
+        self._done(done)
+
+    def _judge(self, schedule: Schedule, tick: Tick, done: TickDone, now_ms: int) -> Tick:
+        """Start the tick's run, find it started, or skip it (into ``done``); the tick to move on to."""
         following = next_tick(schedule.id, schedule.spec, tick.tick_ms)
         target: Target | None = None
         try:
@@ -94,18 +104,18 @@ class ScheduleTicker:
         if done.run_id:  # a leader started it and died before moving on
             done.fired, done.run_at_ms = 1, now_ms
             log.info("schedule %s: the tick of %d had started run %s already; moving on", schedule.id, tick.tick_ms, done.run_id)
+            return following
+        missed, first_kept = skip_missed(schedule.id, schedule.spec, tick, now_ms)
+        if missed:  # the tick and those after it up to the window: skipped; go on from the first in it
+            done.skipped_late, done.error = missed, ""
+            window_s = schedule.spec.window_ms / 1000
+            log.warning("schedule %s: %d tick(s) missed (due more than %.0f s ago) skipped", schedule.id, missed, window_s)
+            return first_kept
+        if target is not None:
+            self._start(schedule, target, tick, done, now_ms)
         else:
-            missed, first_kept = skip_missed(schedule.id, schedule.spec, tick, now_ms)
-            if missed:  # the tick and those after it up to the window: skipped; go on from the first in it
-                done.skipped_late, done.error, following = missed, "", first_kept
-                window_s = schedule.spec.window_ms / 1000
-                log.warning("schedule %s: %d tick(s) missed (due more than %.0f s ago) skipped", schedule.id, missed, window_s)
-            elif target is not None:
-                self._start(schedule, target, tick, done, now_ms)
-            else:
-                log.error("schedule %s: tick of %d started no run: %s", schedule.id, tick.tick_ms, done.error)
-        done.next_tick_ms, done.next_due_ms = following.tick_ms, following.due_ms
-        self._done(done)
+            log.error("schedule %s: tick of %d started no run: %s", schedule.id, tick.tick_ms, done.error)
+        return following
 
     def _start(self, schedule: Schedule, target: Target, tick: Tick, done: TickDone, now_ms: int) -> None:
         """Start the tick's run unless the overlap policy says otherwise (the outcome goes into ``done``)."""
