@@ -15,7 +15,7 @@ setup(
     include_package_data=True,
     package_data={
         "redflow": ["py.typed"],
-        "redflow.ops.dashboard": ["assets/*.html", "assets/*.css"],
+        "redflow.ops.dashboard": ["assets/*.html", "assets/*.css", "assets/*.js"],
         "redflow.store": ["lua/*.lua"],
     },
     install_requires=[

@@ -33,6 +33,7 @@ _EXPORTS = {
     "Run": "core.models",
     "Step": "core.models",
     "Schedule": "core.models",
+    "StreamItem": "core.models.streams",
     # execution
     "start_worker": "engine.worker",
     "Worker": "engine.worker",
@@ -98,6 +99,7 @@ if TYPE_CHECKING:
     )
     from redflow.core.flow import Concurrency, RateLimit
     from redflow.core.models import Run, Schedule, Step
+    from redflow.core.models.streams import StreamItem
     from redflow.core.retention import Retention
     from redflow.engine.context import OnFailureContext, WorkflowContext
     from redflow.engine.interrupts import CancelSignal

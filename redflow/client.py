@@ -10,19 +10,20 @@ uses through the same store.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import timedelta
 from typing import Any
 
 from redflow.core.errors import RedflowError
 from redflow.core.keys import RUN_STATUSES
 from redflow.core.models import EventDef, Run, Step
+from redflow.core.models.streams import StreamItem
 from redflow.core.retention import FINISHED_STATUSES, duration_s
 from redflow.core.run_state import RunState
 from redflow.core.tags import validate_tags
 from redflow.core.workflow_def import Registry, WorkflowDef, get_default_registry
 from redflow.handle import RunHandle
-from redflow.store import bulk, children, events, reads
+from redflow.store import bulk, children, events, reads, streams
 from redflow.store.cancel import cancel_run, run_target
 from redflow.store.connection import close_redis, create_redis, resolve_prefix
 from redflow.store.enqueue import enqueue, enqueue_many
@@ -183,6 +184,15 @@ class RedflowClient:
     def get_progress(self, run_id: str) -> Any:
         """The latest value run ``run_id`` gave ``ctx.progress``, or ``None``."""
         return reads.get_progress(self.store, run_id)
+
+    def read_stream(self, run_id: str, *, after: str | None = None, limit: int = 100) -> list[StreamItem]:
+        """Up to ``limit`` (1..1000) items of the run's output stream after item id ``after``
+        (None: from the first), oldest first: ``(id, value)`` pairs with ``.attempt``."""
+        return streams.read_page(self.store, run_id, after=after, limit=limit)
+
+    def follow_stream(self, run_id: str, *, after: str | None = None, timeout: float | None = None) -> Iterator[StreamItem]:
+        """The run's stream items, live, until the run ends (see ``RunHandle.stream``)."""
+        return streams.follow(self.store, run_id, after=after, timeout=timeout)
 
     def count_runs(self, status: str) -> int:
         """How many runs are in ``status`` (all queues)."""

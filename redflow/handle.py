@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, Protocol
 
 from redflow.core.errors import RunNotFoundError
 from redflow.core.models import Run, Step
+from redflow.core.models.streams import StreamItem
 from redflow.core.run_state import RunState
 
 
@@ -19,6 +21,7 @@ class RunReader(Protocol):
     def cancel(self, run_id: str, reason: str | None = None) -> bool: ...
     def retry(self, run_id: str) -> bool: ...
     def get_progress(self, run_id: str) -> Any: ...
+    def follow_stream(self, run_id: str, *, after: str | None = None, timeout: float | None = None) -> Iterator[StreamItem]: ...
 
 
 class RunHandle:
@@ -65,3 +68,10 @@ class RunHandle:
     def progress(self) -> Any:
         """The latest value the run gave ``ctx.progress``, or ``None``."""
         return self.client.get_progress(self.id)
+
+    def stream(self, timeout: float | None = None, *, after: str | None = None) -> Iterator[StreamItem]:
+        """The run's output stream (what ``ctx.stream`` wrote), live: each item in order as
+        it is written, ``(id, value)`` with ``.attempt``, until the run ends; a run that
+        ended long ago gives its items and ends. ``TimeoutError`` if the run has not ended
+        within ``timeout`` seconds (None: no limit); ``after``: an item id to go on after."""
+        return self.client.follow_stream(self.id, after=after, timeout=timeout)

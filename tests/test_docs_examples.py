@@ -38,6 +38,11 @@ EXPECTED_OUTPUT = {
     "waits": lambda out: out.splitlines() == WAITS_OUTPUT,
     "values": lambda out: out.splitlines() == [VALUES_REFUSAL, "2027"],
     "versioned-step": lambda out: out.splitlines() == ["by post / by courier"],
+    "streams": lambda out: out.splitlines() == ["Hello from a durable stream ", "{'words': 5}"],
+    "streams-pages": lambda out: (
+        out.splitlines() == ["[(1, 'header'), (1, 'row 1'), (1, 'row 2'), (2, 'header')]", "[(2, 'row 1'), (2, 'row 2')]"]
+    ),
+    "streams-inline": lambda out: out.splitlines() == ["[3, 2, 1] [1, 1, 1]"],
     "schedules": lambda out: (
         out.splitlines() == ["[('heartbeat', False), ('nightly-report', False)]", "{'kind': 'daily'}", "True None", "['nightly-report']"]
     ),

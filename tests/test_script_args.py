@@ -18,7 +18,7 @@ import pytest
 from redflow.core.keys import Keys
 from redflow.store.catalog import LIBRARY, SCRIPT_NAMES, lua
 from redflow.store.requests import EnqueueRequest, SettleRequest, StartRequest, TickDone
-from redflow.store.scripts import WAKE_TTL_MS, Scripts
+from redflow.store.scripts import WAKE_TTL_MS, Scripts, run_own_keys
 
 K = Keys("P", cluster=True)
 Q = "q"
@@ -41,6 +41,7 @@ REPLIES = {
     "retry_run": ["queued", "failed"], "save_step": ["saved", ""], "purge_invalid_entries": [], "watch_run": [None] * 5,
     "search_runs": [[], "", "", 1, 0], "claim_scheduled_events": ["1", ""], "confirm_run": ["owned", "running", ""],
 }  # fmt: skip
+REPLIES.update({"append_stream": ["written", "1-0", 0], "read_stream": [""]})
 
 TAGS = {"t": "v"}
 TERMINAL = K.terminal_index_keys("wf", TAGS, Q)
@@ -144,8 +145,8 @@ TABLE = {
     ),
     "purge_run": (
         lambda s: s.purge_run(run_id="run_1", queue=Q, workflow="wf", tags=TAGS, status="failed", finished_at="9"),
-        {"run_key": K.run("run_1", Q), "run_id": "run_1", "own_count": "6", "seen_finished_at": "9", "seen_workflow": "wf",
-         "seen_status": "failed"},
+        {"run_key": K.run("run_1", Q), "run_id": "run_1", "own_count": str(len(run_own_keys(K, "run_1", Q))), "seen_finished_at": "9",
+         "seen_workflow": "wf", "seen_status": "failed"},
         {},
     ),
     "heal_limit": (
@@ -194,6 +195,18 @@ TABLE = {
     "schedule_event": (
         lambda s: s.schedule_event(entry="member", at_ms=3),
         {"key": K.scheduled_events(), "member": "member", "at": "3"},
+        {},
+    ),
+    "append_stream": (
+        lambda s: s.append_stream(run_id="run_1", queue=Q, token="token", attempt=3, position=5, record="rec", now_ms=7, max_items=11),
+        {"run_key": K.run("run_1", Q), "stream_key": K.run_stream("run_1", Q), "token": "token", "attempt": "3", "position": "5",
+         "record": "rec", "now": "7", "max_items": "11"},
+        {},
+    ),
+    "read_stream": (
+        lambda s: s.read_stream(run_id="run_1", queue=Q, after="1-0", count=3, watch=True),
+        {"run_key": K.run("run_1", Q), "stream_key": K.run_stream("run_1", Q), "signal_key": K.run_stream_signal("run_1", Q),
+         "after": "1-0", "count": "3", "watch": "1"},
         {},
     ),
     "schedule_save": (

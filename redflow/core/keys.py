@@ -51,7 +51,7 @@ class Keys:
     arguments of run keys are ignored.
     """
 
-    __slots__ = ("prefix", "cluster", "_p", "_status", "_status_by_queue", "_terminal")
+    __slots__ = ("prefix", "cluster", "_p", "_status", "_status_by_queue", "_terminal", "_schedules")
 
     def __init__(self, prefix: str = DEFAULT_PREFIX, *, cluster: bool = False) -> None:
         self.prefix = prefix.rstrip(":") or DEFAULT_PREFIX
@@ -60,6 +60,7 @@ class Keys:
         self._status = [f"{self._p}runs:status:{s}" for s in RUN_STATUSES]
         self._status_by_queue: dict[str, list[str]] = {}
         self._terminal: dict[tuple[str, str | None], list[str]] = {}
+        self._schedules = self._p + ("{schedules}" if cluster else "schedules")  # one hash tag for them all on a cluster
 
     def __repr__(self) -> str:
         return f"Keys({self.prefix!r}{', cluster=True' if self.cluster else ''})"
@@ -160,6 +161,22 @@ class Keys:
         finishedAt}`` (MAXLEN ~1) added when the run ends; its clients'
         ``handle.result()`` block on it (XREAD from ``0-0``)."""
         return f"{self.run(run_id, queue)}:terminal"
+
+    def run_stream(self, run_id: str, queue: str | None = None, pass_number: int = 1) -> str:
+        """stream (the asyncio package's output stream of one execution pass, 0.1.7 and
+        later): entries ``record`` = an item (core/models/streams.py). Every attempt of a
+        redflow-gevent run writes pass 1, trimmed to ``core.streams.MAX_ITEMS``; passes
+        2.. are only written by asyncio workers. Always ``run(run_id, queue) + ":stream:pass:<n>"``."""
+        return f"{self.run(run_id, queue)}:stream:pass:{pass_number}"
+
+    def run_stream_signal(self, run_id: str, queue: str | None = None) -> str:
+        """stream (the asyncio package's): entries ``record`` = a signal; the script that
+        ends a run whose stream is written or read adds ``reason: terminal`` (finalize.lua)."""
+        return f"{self.run(run_id, queue)}:stream:signal"
+
+    def run_stream_cursors(self, run_id: str, queue: str | None = None) -> str:
+        """hash (the asyncio package's): its resumable readers' cursors; deleted with the run."""
+        return f"{self.run(run_id, queue)}:stream:cursors"
 
     def run_queues(self) -> str:
         """hash (cluster mode only): run id -> queue, to find a run's slot from its id."""
@@ -283,23 +300,18 @@ class Keys:
         """string: cron leader token ``cronlock_<uuid>``, PX 2000."""
         return self._p + "lock:cron"
 
-    # -- schedules as data (redflow-gevent extension; other clients do not read them) --
-    # One hash tag for all of them in cluster mode (``P:{schedules}:...``): the
-    # scripts that change a schedule touch its hash and the two indexes at once.
-    def _schedules(self) -> str:
-        return self._p + ("{schedules}" if self.cluster else "schedules")
-
+    # -- schedules as data (an extension; its scripts touch a schedule's hash and both indexes) --
     def schedules(self) -> str:
         """zset: schedule id -> ms it was created (every schedule, paused ones too)."""
-        return self._schedules() + ":ids"
+        return self._schedules + ":ids"
 
     def schedules_next(self) -> str:
         """zset: schedule id -> due ms of its next tick (tick time + its jitter); paused ones are absent."""
-        return self._schedules() + ":next"
+        return self._schedules + ":next"
 
     def schedule(self, schedule_id: str) -> str:
         """hash: one schedule, its definition and its state (fields: ``ScheduleField``)."""
-        return f"{self._schedules()}:def:{schedule_id}"
+        return f"{self._schedules}:def:{schedule_id}"
 
     # -- events ------------------------------------------------------------
     def event_def(self) -> str:

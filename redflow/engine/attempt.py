@@ -51,6 +51,7 @@ from redflow.engine.observers import AttemptReport, Observers
 from redflow.engine.run_info import RunInfo
 from redflow.engine.step import StepApi, load_step_cache
 from redflow.engine.step_host import RunningStep
+from redflow.engine.streams import streamer
 from redflow.store import event_waiters, reads
 from redflow.store.enqueue import enqueue_children
 from redflow.store.payloads import Payloads
@@ -253,7 +254,7 @@ class Attempt:
     def _run_handler(self, workflow: WorkflowDef, input_value: Any, steps: StepApi) -> Outcome:
         """The handler runs in this (the slot's) greenlet: no greenlet per run.
         An interrupt is thrown into it only while it is inside the handler."""
-        ctx = WorkflowContext(input=input_value, run=self.info, step=steps, signal=self.signal, client=self.client)
+        ctx = WorkflowContext(input=input_value, run=self.info, step=steps, signal=self.signal, client=self.client, stream=streamer(self))
         self._interrupts.enter()
         try:
             self.raise_if_interrupted()

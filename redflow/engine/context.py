@@ -1,4 +1,5 @@
-"""What a handler sees: ``ctx.input``, ``ctx.run``, ``ctx.step``, ``ctx.signal`` (``engine/interrupts.py``)."""
+"""What a handler sees: ``ctx.input``, ``ctx.run``, ``ctx.step``, ``ctx.signal`` (``engine/interrupts.py``),
+``ctx.stream`` (``engine/streams.py``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from redflow.core.streams import StreamWriter
 from redflow.engine.interrupts import CancelSignal
 from redflow.engine.run_info import RunInfo
 
@@ -29,6 +31,8 @@ class WorkflowContext:
     step: StepApi
     signal: CancelSignal
     client: RedflowClient
+    #: ``ctx.stream(value)``: append a JSON item to the run's output stream (:class:`StreamWriter`).
+    stream: StreamWriter
 
     def progress(self, value: Any) -> None:
         """Keep ``value`` (JSON) on the run as its progress, latest wins: one write,

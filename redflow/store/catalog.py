@@ -48,6 +48,8 @@ SCRIPT_NAMES = (
     "register_waiter",
     "claim_scheduled_events",
     "schedule_event",
+    "append_stream",
+    "read_stream",
     "schedule_save",
     "schedule_tick",
 )
@@ -61,7 +63,7 @@ HELPER_ORDER = ("status", "finalize", "terminal_index", "waits", "limits", "prio
 #: (settling a run, reaping, purging and unlocking go on at ``maxmemory``:
 #: docs/guarantees.md, "A full or evicting Redis"), and to those whose only
 #: writes are a few bytes that waits and recovery need (``watch_run``'s
-#: waiters flag, the entry ``repair_orphan`` and ``ensure_marker`` put back);
+#: waiters flag, ``read_stream``'s streamEnabled, the entry ``repair_orphan`` and ``ensure_marker`` put back);
 #: ``no-writes`` to those that only read.
 FLAGS: Mapping[str, tuple[str, ...]] = {
     "settle_run": ("allow-oom",),
@@ -80,6 +82,7 @@ FLAGS: Mapping[str, tuple[str, ...]] = {
     "repair_orphan": ("allow-oom",),
     "ensure_marker": ("allow-oom",),
     "search_runs": ("no-writes",),
+    "read_stream": ("allow-oom",),
 }
 
 _NEEDS = re.compile(r"\(needs ([^)]*)\)")

@@ -195,3 +195,38 @@ def truthy(reply: Any) -> bool:
 
 def texts(reply: Any) -> list[str]:
     return [str(entry) for entry in reply]
+
+
+@dataclass(frozen=True, slots=True)
+class StreamAppend:
+    """``append_stream``: ``written`` (with the item's ``item_id``), ``replayed``
+    (its position was written before the run last parked) or ``refused`` (the
+    attempt does not own the running run: ``status`` is the run's); ``replayed``
+    is the last position the attempt had written when the run last parked."""
+
+    kind: str
+    item_id: str = ""
+    replayed: int = 0
+    status: str = ""
+
+    @classmethod
+    def parse(cls, reply: Sequence[Any]) -> StreamAppend:
+        if reply[0] == "refused":
+            return cls("refused", status=reply[1])
+        return cls(reply[0], reply[1], int(reply[2]))
+
+
+@dataclass(frozen=True, slots=True)
+class StreamPage:
+    """``read_stream``: the run's ``status`` ("" when there is no run), where its
+    signal stream ended (``signals_at``) and a page of ``(entry id, record)``, in order."""
+
+    status: str
+    signals_at: str = "0-0"
+    entries: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def parse(cls, reply: Sequence[Any]) -> StreamPage:
+        if not reply[0]:
+            return cls("")
+        return cls(reply[0], reply[1], tuple(zip(reply[2::2], reply[3::2])))

@@ -33,6 +33,8 @@ from redflow.store.replies import (
     Settled,
     StartReply,
     StepSaved,
+    StreamAppend,
+    StreamPage,
     claim_of,
     flag,
     text,
@@ -237,6 +239,20 @@ class Scripts:
         an unfinished one as waited for (its finisher then pushes the wake-up token)."""
         return self._call("watch_run", [self.keys.run(run_id, queue)], [], conn, list)
 
+    # -- output streams (store/streams.py, engine/streams.py) -----------------
+    def append_stream(
+        self, *, run_id: str, queue: str | None, token: str, attempt: int, position: int, record: str, now_ms: int, max_items: int
+    ) -> StreamAppend:
+        """Add one ``ctx.stream`` item (its record JSON, at ``position`` of ``attempt``), fenced by the lease token."""
+        keys = [self.keys.run(run_id, queue), self.keys.run_stream(run_id, queue)]
+        return self._call("append_stream", keys, [token, attempt, position, record, now_ms, max_items], None, StreamAppend.parse)
+
+    def read_stream(self, *, run_id: str, queue: str | None, after: str, count: int, watch: bool) -> StreamPage:
+        """Up to ``count`` items after ``after``, with the run's status; ``watch``: an unfinished run's end is announced."""
+        k = self.keys
+        keys = [k.run(run_id, queue), k.run_stream(run_id, queue), k.run_stream_signal(run_id, queue)]
+        return self._call("read_stream", keys, [after, count, "1" if watch else "0"], None, StreamPage.parse)
+
     def search_runs(
         self,
         *,
@@ -358,6 +374,9 @@ def run_own_keys(keys: Keys, run_id: str, queue: str | None) -> list[str]:
         keys.run_done(run_id, queue),
         keys.run_children(run_id, queue),
         keys.run_children_ended(run_id, queue),
+        keys.run_stream(run_id, queue),
+        keys.run_stream_signal(run_id, queue),
+        keys.run_stream_cursors(run_id, queue),
     ]
 
 

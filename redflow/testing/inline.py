@@ -34,6 +34,7 @@ from redflow.core.errors import (
 from redflow.core.idempotency import event_run_idempotency_key, step_workflows_idempotency_key
 from redflow.core.models import STEP_SUCCEEDED, WAIT_CHILDREN, WAIT_SLEEP, EventWaiter, Step, StepField
 from redflow.core.run_state import RunState
+from redflow.core.streams import StreamWriter
 from redflow.core.workflow_def import Registry, WorkflowDef, get_default_registry
 from redflow.engine.context import WorkflowContext, call_on_failure
 from redflow.engine.decide import Canceled, Failed, HandlerEnd, Parked, Retrying, Succeeded, decide, returned
@@ -43,6 +44,7 @@ from redflow.engine.step import StepApi, load_step_cache
 from redflow.engine.step_host import RunningStep, StepHost
 from redflow.engine.waits import ParkRequest
 from redflow.store.payloads import PLAIN
+from redflow.testing.inline_stream import InlineStream
 
 if TYPE_CHECKING:
     from redflow.client import RedflowClient
@@ -78,6 +80,7 @@ class InlineRun:
     children: list[InlineRun] = field(default_factory=list)
     events: list[InlineEvent] = field(default_factory=list)
     progress: Any = None
+    stream: InlineStream = field(default_factory=InlineStream)  # what ctx.stream wrote: StreamItem (id, value), .attempt
     parent_id: str | None = None
     #: While parked in a durable wait (status ``scheduled``): the wait.
     parked: ParkRequest | None = None
@@ -300,6 +303,7 @@ class InlineRunner:
                 step=StepApi(_as_step_host(host), cache, max_seq),
                 signal=host.signal,
                 client=cast("RedflowClient", host.client),
+                stream=StreamWriter(run.stream.append_item, run.attempt, self.now_ms),
             )
             try:
                 end = returned(wf.handler(ctx), PLAIN)
@@ -327,6 +331,7 @@ class InlineRunner:
         """Park ``run`` as a worker's settle does; whether it goes on at once (a
         sleep is fast-forwarded: the clock jumps to its wake time)."""
         self._store_wait(run, request)
+        run.stream.park()
         if request.reason == WAIT_SLEEP:
             self._ahead_ms += max(0, request.wake_at_ms - self.now_ms())
             return True

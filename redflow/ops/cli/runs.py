@@ -1,6 +1,7 @@
 """``redflow-gevent runs list|show|cancel|retry|purge``: runs by filters and one
 run with its steps, as a table or JSON; one run or every matching run retried
-or canceled (``--all``, confirmed or ``--yes``); finished runs purged.
+or canceled (``--all``, confirmed or ``--yes``); finished runs purged. ``runs
+tail`` is :mod:`redflow.ops.cli.tail`.
 
 Selecting and acting are :mod:`redflow.ops.control`'s, shared with the
 dashboard; this module is the options and the words on the terminal.
@@ -18,6 +19,7 @@ from redflow.core.errors import RedflowError
 from redflow.core.keys import RUN_STATUSES
 from redflow.core.models import Run, Step
 from redflow.core.retention import FINISHED_STATUSES
+from redflow.ops.cli import tail
 from redflow.ops.cli.common import command, common_options, emit, jsonable
 from redflow.ops.cli.values import duration_s, positive_int
 from redflow.ops.control import bulk
@@ -40,7 +42,7 @@ from redflow.store.bulk import CANCELABLE, RETRYABLE
 def register(subparsers: Any) -> None:
     """Add ``runs list|show|cancel|retry|purge`` (see ``redflow.ops.cli.parser.COMMAND_MODULES``)."""
     common = common_options()
-    runs = subparsers.add_parser("runs", help="list, show, cancel, retry or purge runs")
+    runs = subparsers.add_parser("runs", help="list, show, cancel, retry, purge runs, or tail one's output stream")
     runs_sub = runs.add_subparsers(dest="runs_command", required=True)
     listing = runs_sub.add_parser("list", parents=[common], help="recent runs, newest first")
     add_list_options(listing)
@@ -62,6 +64,7 @@ def register(subparsers: Any) -> None:
     purge.add_argument("--workflow", help="only runs of this workflow")
     purge.add_argument("--dry-run", action="store_true", help="count them, delete nothing")
     purge.set_defaults(func=command(_runs_purge))
+    tail.register(runs_sub, common)
 
 
 def add_filter_options(parser: argparse.ArgumentParser, *, status_help: str, statuses: Sequence[str] = RUN_STATUSES) -> None:

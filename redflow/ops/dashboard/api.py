@@ -9,8 +9,8 @@ not its pages are open. Bodies are JSON objects sent as
 checked field by field before anything is enqueued (400); errors are
 ``{"error": {"name", "message"}}``. The page is docs/operations/http-api.md.
 
-Only the client's public API is used: ``run``, ``get_run``, ``emit_event``
-and, once it exists, ``signal`` (the ``send_signal`` hook).
+Only the client's public API is used: ``run``, ``get_run``, ``read_stream``,
+``emit_event`` and, once it exists, ``signal`` (the ``send_signal`` hook).
 """
 
 from __future__ import annotations
@@ -21,14 +21,22 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import fields
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import parse_qs, quote
 
 from redis.exceptions import RedisError
 
 from redflow.client import RedflowClient
 from redflow.core import codec
-from redflow.core.errors import InputValidationError, RedflowError, RedisFullError, SerializationError, UnknownWorkflowError
+from redflow.core.errors import (
+    InputValidationError,
+    RedflowError,
+    RedisFullError,
+    RunNotFoundError,
+    SerializationError,
+    UnknownWorkflowError,
+)
 from redflow.core.models import Run, Unreadable
+from redflow.core.streams import check_after, check_limit
 from redflow.ops.dashboard.access import TOKEN_ENV
 from redflow.ops.dashboard.api_body import (
     DEFAULT_MAX_BODY_BYTES,
@@ -50,6 +58,7 @@ SignalSender = Callable[[str, str, Any], bool]
 
 _RUN_PATH = re.compile(r"/api/runs/([^/]{1,200})")
 _SIGNAL_PATH = re.compile(r"/api/runs/([^/]{1,200})/signal")
+_STREAM_PATH = re.compile(r"/api/runs/([^/]{1,200})/stream")
 _PAYLOAD_FIELDS = ("input", "output", "error", "progress")
 _BEARER = "Authorization: Bearer <token>"
 
@@ -114,6 +123,10 @@ class Api:
         if signal:
             _allow(method, "POST")
             return self._signal(environ, signal.group(1))
+        stream = _STREAM_PATH.fullmatch(path)
+        if stream:
+            _allow(method, "GET")
+            return self._read_stream(environ, stream.group(1))
         run = _RUN_PATH.fullmatch(path)
         if run:
             _allow(method, "GET")
@@ -146,6 +159,22 @@ class Api:
         if run is None:
             raise ApiError("404 Not Found", "RunNotFoundError", f"No run {run_id}.")
         return Response("200 OK", run_json(run), JSON_TYPE)
+
+    def _read_stream(self, environ: dict[str, Any], run_id: str) -> Response:
+        """200 ``{"items": [{"id", "attempt", "at", "value"}], "next"}`` (``?after=&limit=``, as
+        ``client.read_stream``; ``next``: the id to pass as ``after`` for more); 404, or 400 for a bad query."""
+        try:
+            query = parse_qs(environ.get("QUERY_STRING", ""), max_num_fields=10)
+            after, limit = query.get("after", [None])[0], query.get("limit", ["100"])[0]
+            after, limit = check_after(after), check_limit(int(limit) if limit.isdigit() else limit)
+        except (RedflowError, ValueError) as exc:  # a bad after= or limit= (or too many fields)
+            raise ApiError("400 Bad Request", "InvalidQuery", str(exc)) from None
+        try:
+            items = self.client.read_stream(run_id, after=after, limit=limit)
+        except RunNotFoundError as exc:
+            raise ApiError("404 Not Found", exc.name, str(exc)) from None
+        page = [{"id": item.id, "attempt": item.attempt, "at": item.written_at, "value": item.value} for item in items]
+        return json_response("200 OK", {"items": page, "next": items[-1].id if items else after})
 
     def _emit(self, environ: dict[str, Any]) -> Response:
         """202 ``{"event", "run_ids"}``: the runs the event started (its waiting runs are resumed too)."""

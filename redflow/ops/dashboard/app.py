@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from importlib import resources
 from string import Template
 from typing import Any
@@ -25,6 +25,8 @@ from redflow.ops.dashboard.access import ACTIONS_OFF, authorize, token_bytes
 from redflow.ops.dashboard.api import Api, is_api_path
 from redflow.ops.dashboard.api_body import DEFAULT_MAX_BODY_BYTES
 from redflow.ops.dashboard.charts import XML_PROLOG
+from redflow.ops.dashboard.live import HEADERS as LIVE_HEADERS
+from redflow.ops.dashboard.live import LiveStreams
 from redflow.ops.dashboard.markup import h, run_url
 from redflow.ops.dashboard.pages import Pages, chart_window, run_timeline
 from redflow.ops.dashboard.series import CHART_NAMES, render_charts
@@ -36,7 +38,10 @@ log = logging.getLogger("redflow.dashboard")
 
 SVG_TYPE = "image/svg+xml; charset=utf-8"
 
-_CSP = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+_CSP = (
+    "default-src 'none'; style-src 'self'; img-src 'self'; script-src 'self'; connect-src 'self'; form-action 'self'; "
+    "frame-ancestors 'none'; base-uri 'none'"
+)
 _SECURITY_HEADERS = [
     ("Content-Security-Policy", _CSP),
     ("X-Content-Type-Options", "nosniff"),
@@ -48,6 +53,7 @@ _RUN_PATH = re.compile(r"/runs/([^/]{1,200})")
 _TIMELINE_PATH = re.compile(r"/runs/([^/]{1,200})/timeline\.svg")
 _CHART_PATH = re.compile(r"/charts/([a-z-]{1,40})\.svg")
 _ACTION_PATH = re.compile(r"/runs/([^/]{1,200})/(cancel|retry)")
+_LIVE_PATH = re.compile(r"/runs/([^/]{1,200})/stream")
 _TEMPLATES = (
     "page.html", "message.html", "overview.html", "run.html", "workflows.html", "actions.html", "cancel.html", "retry.html",
 )  # fmt: skip
@@ -67,6 +73,8 @@ class Dashboard:
         self.api = Api(client, self._token, max_body_bytes=max_body_bytes)
         self._templates = {name: Template(_asset(name)) for name in _TEMPLATES}
         self._css = _asset("style.css").encode()
+        self._script = _asset("stream.js").encode()
+        self.live = LiveStreams(client)
         self.pages = Pages(client, self._render, self._actions, actions_enabled=token is not None)
 
     @property
@@ -74,9 +82,14 @@ class Dashboard:
         return self._token is not None
 
     # -- WSGI ------------------------------------------------------------------
-    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         base = environ.get("SCRIPT_NAME", "").rstrip("/")
         try:
+            live = _LIVE_PATH.fullmatch(environ.get("PATH_INFO", ""))
+            if live:  # server-sent events: a body written as it comes (ops/dashboard/live.py)
+                events = self.live.open(environ, live.group(1))
+                start_response("200 OK", LIVE_HEADERS + _SECURITY_HEADERS)
+                return events
             response = self._route(environ, base)
         except HttpError as exc:
             response = self._message(base, exc.status, exc.message)
@@ -114,6 +127,8 @@ class Dashboard:
             return self._html(base, "Schedules", schedules.schedules_page(self.client, self.actions_enabled, base), nav="schedules")
         if path == "/static/style.css":
             return Response("200 OK", self._css, "text/css; charset=utf-8")
+        if path == "/static/stream.js":
+            return Response("200 OK", self._script, "text/javascript; charset=utf-8")
         chart = _CHART_PATH.fullmatch(path)
         if chart:
             return self._chart(chart.group(1), query)

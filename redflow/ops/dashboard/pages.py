@@ -14,6 +14,7 @@ from redflow.client import RedflowClient
 from redflow.core.keys import RUN_STATUSES
 from redflow.core.models import Run, Step
 from redflow.ops.dashboard.charts import Bar, timeline
+from redflow.ops.dashboard.live import stream_section
 from redflow.ops.dashboard.markup import badge, error_html, h, options, pretty, run_link, short_text, switch, table, when
 from redflow.ops.dashboard.operations import crons_section, runs_section, tags_html
 from redflow.ops.dashboard.series import CHART_NAMES, render_charts
@@ -158,6 +159,7 @@ class Pages:
             notice=f'<div class="notice">{h(notice)}</div>' if notice else "",
             facts="".join(f"<dt>{h(k)}</dt><dd>{v}</dd>" for k, v in self._facts(base, run, steps)),
             actions=self._actions(base, run), steps=steps_table(steps), children=self._children(base, run),
+            stream=stream_section(self.client, base, run),
             timeline=run_timeline(run, steps, self.client.now_ms() / 1000.0),
         )  # fmt: skip
         return run.id, body

@@ -38,3 +38,15 @@ local function wake_waiters(done_key, waiters, wake_ttl)
     redis.call("pexpire", done_key, wake_ttl)
   end
 end
+
+-- A run whose output stream is written or read (the run field streamEnabled, read by the
+-- caller with the status) ended: add the asyncio package's end entry to its signal stream
+-- (keys.Keys.run_stream_signal), which wakes every reader blocked on it, this package's and
+-- that one's. ``pass``: the run's streamActivePass (1 for the runs this package executes).
+-- A run nobody streams or reads costs nothing.
+local function announce_end(run_key, streamed, pass, final, at)
+  if streamed then
+    local record = '{"kind":"signal","pass":' .. math.max(1, math.floor(tonumber(pass) or 1)) .. ',"reason":"terminal","status":"' .. final .. '","ts":' .. at .. '}'
+    redis.call("xadd", run_key .. ":stream:signal", "MAXLEN", "~", 64, "*", "record", record)
+  end
+end

@@ -5,8 +5,10 @@
 -- retried (and maybe finished again) since it was read is left alone. A run whose hash
 -- is gone already has its leftover keys and index entries removed. Only
 -- keys deleted (DEL, ZREM): it works on a Redis that is out of memory.
+-- The asyncio package's workers write output stream passes 2.. of a run too
+-- (streamMaxPass): those are the run key + ":stream:pass:<n>" (keys.Keys.run_stream).
 -- KEYS: the run hash, then the run's other own keys (steps, lease, done,
---       children ...), then every index that may name the run (zsets:
+--       children, stream ...), then every index that may name the run (zsets:
 --       runs:created, the terminal status zsets, workflow-runs ...)
 -- ARGV: run id, how many KEYS are the run's own keys (the hash included),
 --       finishedAt the caller saw ("" for any), workflow it saw ("" for any),
@@ -19,7 +21,7 @@ local run_key = KEYS[1]
 local own_keys = {unpack(KEYS, 1, own_count)}
 local index_keys = {unpack(KEYS, own_count + 1)}
 
-local run = redis.call("hmget", run_key, "status", "finishedAt", "workflow")
+local run = redis.call("hmget", run_key, "status", "finishedAt", "workflow", "streamMaxPass")
 local status, finished_at, workflow = run[1], run[2], run[3]
 local outcome = "missing"
 if status then
@@ -35,6 +37,9 @@ if status then
   outcome = "purged"
 elseif redis.call("exists", run_key) == 1 then
   return "live"
+end
+for pass = 2, math.min(tonumber(run[4]) or 1, 1000) do
+  own_keys[#own_keys + 1] = run_key .. ":stream:pass:" .. pass
 end
 redis.call("del", unpack(own_keys))
 for _, index_key in ipairs(index_keys) do

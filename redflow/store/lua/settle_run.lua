@@ -10,6 +10,8 @@
 -- finalized run is never finalized again: a repeated call changes nothing.
 -- The lease of a finished run is left to expire (one command saved per run;
 -- nothing claims a finished run); a retry's lease is released at once.
+-- A run whose output stream is written or read gets its end announced there
+-- (announce_end in finalize.lua); one that parks keeps how far it streamed.
 -- A run with limits gives its units back as it leaves running (limits.lua),
 -- and the next run is claimed past runs a limit holds back (claim.lua).
 -- KEYS: run, then the run's failed / canceled index pairs (terminal_index.lua; written only when it ends so)
@@ -38,7 +40,8 @@ local processing_key = queue_prefix .. "processing"
 -- (about 3 % of Redis's instructions per run, counted with callgrind).
 local final
 repeat
-  local run = redis.call("hmget", run_key, "status", "cancelRequestedAt", "leaseToken", "waiters", "limitsJson")
+  local run = redis.call("hmget", run_key, "status", "cancelRequestedAt", "leaseToken", "waiters", "limitsJson",
+    "streamEnabled", "streamActivePass", "streamPosition")
   local prev, cancel_at, fence, waiters = run[1], run[2], run[3], run[4]
   if not prev then
     redis.call("lrem", processing_key, -1, run_id)
@@ -67,6 +70,9 @@ repeat
   end
   final = final_status(requested, cancel_at)
   if final == "parked" then  -- a durable wait (waits.lua); its arguments follow this script's own
+    if run[8] then  -- what it streamed so far is not streamed again when it resumes (append_stream.lua)
+      redis.call("hset", run_key, "streamParkedAt", run[8])
+    end
     final = park_run(run_key, index, run_id, prev, run_key .. ":lease", queue_prefix .. "scheduled", queue_prefix .. "ready", now, ARGV, 16)
     break
   end
@@ -79,6 +85,7 @@ repeat
   end
   finalize(run_key, index, run_id, prev, final, now, output_json, error_json, {"leaseToken", ""}, cleanup)
   index_terminal(2, final, run_id, now)
+  announce_end(run_key, run[6], run[7], final, now)
   wake_waiters(waiters and run_key .. ":done", waiters, wake_ttl)  -- the key's name is made only for a waited-on run
 until true
 
