@@ -34,6 +34,7 @@ _EXPORTS = {
     # models
     "Run": "core.models",
     "Step": "core.models",
+    "Schedule": "core.models",
     "StreamItem": "core.models.streams",
     # execution
     "start_worker": "engine.worker",
@@ -61,6 +62,8 @@ _EXPORTS = {
     "RedisFullError": "core.errors",
     "SignalBufferFullError": "core.errors",
     "EvictingRedisError": "core.errors",
+    "ScheduleNotFoundError": "core.errors",
+    "ScheduleExistsError": "core.errors",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -95,13 +98,15 @@ if TYPE_CHECKING:
         RetryAfterError,
         RunFailedError,
         RunNotFoundError,
+        ScheduleExistsError,
+        ScheduleNotFoundError,
         SerializationError,
         SignalBufferFullError,
         TimeoutError,
         UnknownWorkflowError,
     )
     from redflow.core.flow import Concurrency, RateLimit
-    from redflow.core.models import Run, Step
+    from redflow.core.models import Run, Schedule, Step
     from redflow.core.models.streams import StreamItem
     from redflow.core.retention import Retention
     from redflow.core.retry import RetryPolicy

@@ -55,6 +55,9 @@ EXPECTED_OUTPUT = {
             "queued",
         ]
     ),
+    "schedules": lambda out: (
+        out.splitlines() == ["[('heartbeat', False), ('nightly-report', False)]", "{'kind': 'daily'}", "True None", "['nightly-report']"]
+    ),
 }
 
 

@@ -157,6 +157,22 @@ class RunNotFoundError(RedflowError, LookupError):
         super().__init__(f"Run not found: {run_id}")
 
 
+class ScheduleNotFoundError(RedflowError, LookupError):
+    """No schedule with that id (``client.schedules``)."""
+
+    def __init__(self, schedule_id: str) -> None:
+        self.schedule_id = schedule_id
+        super().__init__(f"no schedule {schedule_id!r}")
+
+
+class ScheduleExistsError(RedflowError):
+    """``client.schedules.create`` with an id that a schedule has already."""
+
+    def __init__(self, schedule_id: str) -> None:
+        self.schedule_id = schedule_id
+        super().__init__(f"a schedule {schedule_id!r} exists already; change it with update() or delete it first")
+
+
 class RedisFullError(RedflowError):
     """Redis refused a write because it is at ``maxmemory`` (policy ``noeviction``),
     so nothing was written. Free memory (retention, ``client.purge``) or raise

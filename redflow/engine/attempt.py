@@ -409,7 +409,10 @@ class Attempt:
     def emit_run(self, workflow: WorkflowDef | str, input: Any, options: Mapping[str, Any]) -> str:
         """``step.emit_workflow``'s run: linked to this one, not among its children (``EnqueueRequest.detached``)."""
         targets = self.client.targets
-        return enqueue(self.store, targets.request(targets.resolve(workflow), input, parent_run_id=self.run_id, detached=True, **options))
+        return enqueue(
+            self.store,
+            targets.request(targets.resolve(workflow), input, parent_run_id=self.run_id, detached=True, keep_existing=True, **options),
+        )
 
     def register_event_wait(self, event: str, waiter: EventWaiter) -> None:
         """Put this run, parking in ``step.wait_for_event``, in ``event``'s waiter index."""

@@ -34,6 +34,18 @@ def fmt_seconds(seconds: float) -> str:
     return f"{int(seconds // 3600)}h{int(seconds % 3600 // 60):02d}m"
 
 
+def fmt_setting_s(seconds: float) -> str:
+    """A configured duration as the command line takes it: ``30s``, ``1m30s``, ``1h``, ``1.5s``."""
+    if seconds < 60:
+        return f"{seconds:g}s"
+    rest, parts = round(seconds), []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if rest >= size:
+            parts.append(f"{rest // size}{unit}")
+            rest %= size
+    return "".join(parts)
+
+
 def fmt_duration(start: float | None, end: float | None) -> str:
     return "-" if start is None or end is None else fmt_seconds(max(0.0, end - start))
 

@@ -36,8 +36,7 @@ class EnqueueRequest:
     idempotency_ttl_s: int = IDEMPOTENCY_TTL_S
     parent_run_id: str = ""
     #: ``step.emit_workflow``'s run: linked to its parent (``parent_run_id``) but not
-    #: listed among its children (a cancel of the parent leaves it alone), and its
-    #: idempotency key keeps naming it however it ended (a replayed step starts none).
+    #: listed among its children (a cancel of the parent leaves it alone).
     detached: bool = False
     #: A ``run_workflows`` child: its parent's queue, which whoever ends the child tells.
     notify_parent: str = ""
@@ -46,6 +45,10 @@ class EnqueueRequest:
     #: The limits its workflow puts on it (``core/flow.py``); "" when none or not known here.
     limits_json: str = ""
     tags: Mapping[str, str] | None = None
+    #: An idempotency key that names a run returns that run whatever its status, even
+    #: a failed, canceled or deleted one: a schedule's tick, or a replayed
+    #: ``step.emit_workflow``, starts at most one run.
+    keep_existing: bool = False
     #: More fields of the run hash (an enqueue hook's trace context); other clients ignore them.
     fields: Mapping[str, str] = field(default_factory=dict)
     #: ``start_within`` and ``timeout``, fixed on the run as absolute times when it is created.
@@ -131,3 +134,25 @@ class SettleRequest:
     limited: str = ""
     #: The wait of a parking run (``park_run`` in waits.lua).
     park: Sequence[str] = ()
+
+
+@dataclass(slots=True)
+class TickDone:
+    """The cron leader done with one tick of a schedule, or a trigger that started
+    a run of it (``schedule_tick.lua``)."""
+
+    schedule_id: str
+    #: The tick done (ms), moved on from only if still current; None for a trigger.
+    done_ms: int | None
+    #: The run started ("" for none), and when (Redis ms): the latest becomes the last run.
+    run_id: str = ""
+    run_at_ms: int = 0
+    #: The tick to move on to (ms, and its due ms), None for none.
+    next_tick_ms: int | None = None
+    next_due_ms: int = 0
+    fired: int = 0
+    #: Ticks missed (none reached them within the window) and skipped for overlap.
+    skipped_late: int = 0
+    skipped_overlap: int = 0
+    #: Why the tick started no run ("" when it did or had not to).
+    error: str = ""

@@ -6,7 +6,8 @@ that spells the camelCase field names of DATA_MODEL.md.
   :class:`Run`;
 - :mod:`.steps`: step records (``StepField``), :class:`Step`, the durable
   wait a step is parked in, event waiter entries, scheduled events;
-- :mod:`.records`: retention, cron and event trigger definitions, worker records.
+- :mod:`.records`: retention, cron and event trigger definitions, worker records;
+- :mod:`.schedules`: schedules as data (``ScheduleField``) and :class:`Schedule`.
 
 Stored times are integer ms; the objects here carry float unix seconds.
 """
@@ -35,6 +36,7 @@ from redflow.core.models.runs import (
     max_attempts_of,
     unreadable_error,
 )
+from redflow.core.models.schedules import Schedule, ScheduleField, definition_fields
 from redflow.core.models.steps import (
     STEP_FAILED,
     STEP_RUNNING,
@@ -75,6 +77,8 @@ __all__ = [
     "STEP_RUNNING",
     "STEP_SUCCEEDED",
     "STEP_UNREADABLE",
+    "Schedule",
+    "ScheduleField",
     "Step",
     "StepField",
     "TriggerField",
@@ -89,6 +93,7 @@ __all__ = [
     "cron_def_json",
     "cron_triggers_json",
     "decoded",
+    "definition_fields",
     "event_def_json",
     "event_triggers_json",
     "int_field",

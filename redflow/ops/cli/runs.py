@@ -21,7 +21,7 @@ from redflow.core.models import Run, Step
 from redflow.core.retention import FINISHED_STATUSES
 from redflow.ops.cli import run_signal, tail
 from redflow.ops.cli.common import command, common_options, emit, jsonable
-from redflow.ops.cli.values import positive_int
+from redflow.ops.cli.values import duration_s, positive_int
 from redflow.ops.control import bulk
 from redflow.ops.control.bulk import Filters
 from redflow.ops.control.runs import ActionResult, cancel_run, retry_run
@@ -62,7 +62,7 @@ def register(subparsers: Any) -> None:
     run_signal.register(runs_sub, common)
 
     purge = runs_sub.add_parser("purge", parents=[common], help="delete finished runs that ended long enough ago (never a live run)")
-    purge.add_argument("--older-than", type=_duration, required=True, metavar="DURATION", help="e.g. 90s, 15m, 1h, 7d")
+    purge.add_argument("--older-than", type=duration_s, required=True, metavar="DURATION", help="e.g. 90s, 15m, 1h, 7d")
     purge.add_argument("--status", choices=FINISHED_STATUSES, help="only runs that ended in this status")
     purge.add_argument("--workflow", help="only runs of this workflow")
     purge.add_argument("--dry-run", action="store_true", help="count them, delete nothing")
@@ -157,22 +157,6 @@ def _runs_show(client: RedflowClient, args: argparse.Namespace) -> int:
     steps, policy = client.get_steps(args.run_id), run_policy(client, run)
     emit(args, {"run": jsonable(run), "steps": jsonable(steps), "policy": jsonable(policy)}, run_details(run, steps, policy))
     return 0
-
-
-_DURATION_UNITS_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
-
-
-def _duration(text: str) -> float:
-    """``90``, ``90s``, ``15m``, ``1.5h``, ``7d`` or ``2w`` as seconds."""
-    value = text.strip().lower()
-    unit = _DURATION_UNITS_S.get(value[-1:], 0.0) if value else 0.0
-    try:
-        seconds = float(value[:-1] if unit else value) * (unit or 1.0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (say 90s, 15m, 1h, 7d)") from None
-    if not seconds >= 0 or seconds == float("inf"):
-        raise argparse.ArgumentTypeError(f"a duration is >= 0 and finite, not {text!r}")
-    return seconds
 
 
 def _runs_purge(client: RedflowClient, args: argparse.Namespace) -> int:
