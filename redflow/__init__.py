@@ -23,6 +23,8 @@ _EXPORTS = {
     # flow control
     "Concurrency": "core.flow",
     "RateLimit": "core.flow",
+    # retries
+    "RetryPolicy": "core.retry",
     # client
     "create_client": "client",
     "RedflowClient": "client",
@@ -32,6 +34,7 @@ _EXPORTS = {
     # models
     "Run": "core.models",
     "Step": "core.models",
+    "Schedule": "core.models",
     "StreamItem": "core.models.streams",
     # execution
     "start_worker": "engine.worker",
@@ -55,9 +58,13 @@ _EXPORTS = {
     "RunNotFoundError": "core.errors",
     "NonRetryableError": "core.errors",
     "NonRetriableError": "core.errors",
+    "RetryAfterError": "core.errors",
+    "DeadlineExceededError": "core.errors",
     "RedisFullError": "core.errors",
     "SignalBufferFullError": "core.errors",
     "EvictingRedisError": "core.errors",
+    "ScheduleNotFoundError": "core.errors",
+    "ScheduleExistsError": "core.errors",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -81,6 +88,7 @@ if TYPE_CHECKING:
     from redflow.core.errors import (
         CanceledError,
         CorruptDataError,
+        DeadlineExceededError,
         EvictingRedisError,
         InputValidationError,
         MissingBlobError,
@@ -89,17 +97,21 @@ if TYPE_CHECKING:
         OutputSerializationError,
         RedflowError,
         RedisFullError,
+        RetryAfterError,
         RunFailedError,
         RunNotFoundError,
+        ScheduleExistsError,
+        ScheduleNotFoundError,
         SerializationError,
         SignalBufferFullError,
         TimeoutError,
         UnknownWorkflowError,
     )
     from redflow.core.flow import Concurrency, RateLimit
-    from redflow.core.models import Run, Step
+    from redflow.core.models import Run, Schedule, Step
     from redflow.core.models.streams import StreamItem
     from redflow.core.retention import Retention
+    from redflow.core.retry import RetryPolicy
     from redflow.engine.context import OnFailureContext, WorkflowContext
     from redflow.engine.interrupts import CancelSignal
     from redflow.engine.run_info import RunInfo

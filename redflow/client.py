@@ -15,20 +15,22 @@ from typing import Any
 from redflow.core.errors import RedflowError, RunNotFoundError
 from redflow.core.interop import NONE, Interop
 from redflow.core.keys import RUN_STATUSES
-from redflow.core.models import EventDef, Run, RunField, Step
+from redflow.core.models import EventDef, Run, Step
 from redflow.core.models.streams import StreamItem
 from redflow.core.run_state import RunState
 from redflow.core.tags import validate_tags
 from redflow.core.workflow_def import Registry, WorkflowDef, get_default_registry
 from redflow.handle import RunHandle
 from redflow.store import bulk, children, events, reads, signals, streams
+from redflow.store.cancel import cancel_run, run_target
 from redflow.store.connection import close_redis, create_redis, resolve_interop, resolve_prefix
 from redflow.store.enqueue import enqueue, enqueue_many
 from redflow.store.memory import check_eviction_policy_once
 from redflow.store.port import Store
 from redflow.store.purge import PurgeQuery, purge_finished
 from redflow.store.requests import IDEMPOTENCY_TTL_S, EnqueueRequest
-from redflow.store.run_search import Entry, RunFilter, RunList
+from redflow.store.run_search import RunFilter, RunList
+from redflow.store.schedules import Schedules
 from redflow.store.targets import Target, Targets
 from redflow.sync import sync_registry
 
@@ -56,6 +58,8 @@ class RedflowClient:
         self.clock, self.search = store.clock, store.search
         self.registry = registry
         self.targets = Targets(store.redis, store.keys, store.payloads, registry, store.interop)
+        #: Schedules as data: create, update, pause, resume, trigger, delete, list (``store/schedules.py``).
+        self.schedules: Schedules[RunHandle] = Schedules(store, self.targets, lambda run_id: RunHandle(self, run_id))
         self._owns_redis = owns_redis or (redis is not None and store.redis is not redis)
 
     def __repr__(self) -> str:
@@ -236,43 +240,19 @@ class RedflowClient:
         return self.search.count(RunFilter.of(workflow, status, tags), reads.index_queues(self.store))
 
     # -- cancel and retry -----------------------------------------------------
-    def _target(self, run_id: str) -> tuple[str, list[str]] | None:
-        """A run's queue and failed / canceled index pairs, or None if there is no such run."""
-        found, slot_queue = self.store.locator.slot_queue(run_id)
-        return self.search.targets([Entry(0.0, run_id, slot_queue)])[0] if found else None
-
     def cancel(self, run_id: str, reason: str | None = None) -> bool:
         """Cancel a run: ``True`` if it is canceled now or its worker was told
         to stop it; ``False`` if it already ended or does not exist. Its
         unfinished children are canceled too, recursively (also those of a run
         canceled already: a cancel whose caller died before its cascade is
         finished by the next)."""
-        target = self._target(run_id)
-        if target is None:
-            return False
-        queue, index_keys = target
-        outcome = self.scripts.cancel_run(
-            run_id=run_id,
-            queue=queue,
-            now_ms=self.now_ms(),
-            reason=reason or "",
-            error_json=bulk.cancel_error_json(reason),
-            index_keys=index_keys,
-        )
-        if outcome == "terminal" and self.redis.hget(self.keys.run(run_id, queue), RunField.STATUS) == "canceled":
-            children.cancel_children(self.store, run_id, reason=reason)
-        if outcome not in children.STOPPED:
-            return False
-        if outcome == "canceled":
-            children.report_child_end(self.store, run_id, queue)
-        children.cancel_children(self.store, run_id, reason=reason)
-        return True
+        return cancel_run(self.store, run_id, reason)
 
     def retry(self, run_id: str) -> bool:
         """Run a failed or canceled run again under the same id: its succeeded
         steps replay, and it gets a fresh attempt budget. ``False`` if the
         run is missing or not failed/canceled."""
-        target = self._target(run_id)
+        target = run_target(self.store, run_id)
         if target is None:
             return False
         queue, index_keys = target

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from redflow.core import cron
+from redflow.core.deadlines import NO_DEADLINES, Deadlines
 from redflow.core.errors import InputValidationError, RedflowError
 from redflow.core.flow import Concurrency, FlowControl, RateLimit
 from redflow.core.input_schema import as_schema
 from redflow.core.retention import DEFAULT_RETENTION, Retention, RetentionSpec, retention_of
+from redflow.core.retry import DEFAULT_RETRY, RetryPolicy
 from redflow.core.workflow_def import Registry, get_default_registry
 
 __all__ = ["CronTrigger", "Registry", "Workflow", "define_workflow", "get_default_registry", "validate_input"]
@@ -104,12 +107,18 @@ class Workflow:
     registry: Registry | None = field(default=None, repr=False)
     concurrency: tuple[Concurrency, ...] = ()
     rate_limit: RateLimit | None = None
+    #: its retry policy; None: the default one (redflow/core/retry.py)
+    retry: RetryPolicy | None = None
+    #: ``start_within`` and ``timeout`` (redflow/core/deadlines.py)
+    deadlines: Deadlines = NO_DEADLINES
     #: ``concurrency`` and ``rate_limit``, checked (redflow/core/flow.py)
     flow: FlowControl = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.schema = as_schema(self.schema, workflow=self.name)  # a JSON Schema dict: checked, then compiled
         self.flow = FlowControl.of(self.name, self.concurrency, self.rate_limit)
+        if self.retry is not None:  # the policy's attempts are the workflow's
+            self.max_attempts = self.retry.max_attempts
         self.concurrency = self.flow.concurrency
 
     def validate(self, value: Any) -> Any:
@@ -134,7 +143,7 @@ def define_workflow(
     name: str,
     *,
     queue: str = "default",
-    max_attempts: int = 3,
+    max_attempts: int | None = None,
     schema: Any = None,
     on_failure: OnFailure | None = None,
     cron: Iterable[CronTrigger | Mapping[str, Any] | str] | None = None,
@@ -143,15 +152,18 @@ def define_workflow(
     registry: Registry | None = None,
     concurrency: Concurrency | Iterable[Concurrency] | None = None,
     rate_limit: RateLimit | None = None,
+    retry: RetryPolicy | None = None,
+    start_within: float | timedelta | None = None,
+    timeout: float | timedelta | None = None,
 ) -> Callable[[Handler], Workflow]:
     """Decorator: define a workflow named ``name`` whose handler is the function.
-    ``concurrency`` / ``rate_limit``: flow control (see redflow/core/flow.py)."""
+    ``concurrency`` / ``rate_limit``: flow control (see redflow/core/flow.py);
+    ``retry``, ``start_within``, ``timeout``: retries and deadlines (docs/guide/policies.md)."""
     if not name or not isinstance(name, str):
         raise RedflowError("a workflow needs a non-empty name")
     if not queue or not isinstance(queue, str):
         raise RedflowError(f"workflow {name!r}: queue must be a non-empty string")
-    if not isinstance(max_attempts, int) or max_attempts < 1:
-        raise RedflowError(f"workflow {name!r}: max_attempts must be an int >= 1")
+    attempts, policy, deadlines = _policies(name, max_attempts, retry, start_within, timeout)
     triggers = tuple(_cron_trigger(spec, name) for spec in (cron or ()))
     event_names = tuple(events or ())
     if any(not isinstance(e, str) or not e for e in event_names):
@@ -169,7 +181,7 @@ def define_workflow(
             name=name,
             handler=handler,
             queue=queue,
-            max_attempts=max_attempts,
+            max_attempts=attempts,
             schema=schema,
             on_failure=on_failure,
             cron=triggers,
@@ -177,8 +189,30 @@ def define_workflow(
             retention=kept,
             concurrency=flow.concurrency,
             rate_limit=flow.rate_limit,
+            retry=policy,
+            deadlines=deadlines,
         )
         (registry if registry is not None else get_default_registry()).register(wf)
         return wf
 
     return decorate
+
+
+def _policies(
+    name: str, max_attempts: int | None, retry: RetryPolicy | None, start_within: Any, timeout: Any
+) -> tuple[int, RetryPolicy | None, Deadlines]:
+    """The attempts, retry policy and deadlines of a workflow, checked. ``max_attempts=``
+    is a shorthand for the default policy with that many attempts: giving it with
+    ``retry=`` is an error (the policy carries its own ``max_attempts``)."""
+    if retry is not None and not isinstance(retry, RetryPolicy):
+        raise RedflowError(f"workflow {name!r}: retry must be a RetryPolicy, got {retry!r}")
+    if max_attempts is not None:
+        if retry is not None:
+            raise RedflowError(f"workflow {name!r}: give max_attempts= or retry=RetryPolicy(max_attempts=...), not both")
+        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+            raise RedflowError(f"workflow {name!r}: max_attempts must be an int >= 1")
+    attempts = retry.max_attempts if retry is not None else max_attempts or DEFAULT_RETRY.max_attempts
+    try:
+        return attempts, retry, Deadlines.of(start_within, timeout)
+    except RedflowError as exc:
+        raise RedflowError(f"workflow {name!r}: {exc}") from None

@@ -73,6 +73,7 @@ def sync_registry(store: Store, registry: Registry) -> None:
         write.sadd(keys.workflows(), wf.name)
         _sync_limits(write, keys.workflow(wf.name), wf)
         _sync_input_schema(write, keys.workflow(wf.name), wf)
+        _sync_policies(write, keys.workflow(wf.name), wf)
         write.hset(
             keys.workflow(wf.name),
             mapping={
@@ -125,6 +126,20 @@ def _set_or_drop(pipe: Pipeline, key: str, fields: dict[Any, Any], names: tuple[
         pipe.hdel(key, *stale)
     if fields:
         pipe.hset(key, mapping=fields)
+
+
+def _sync_policies(pipe: Pipeline, key: str, wf: WorkflowDef) -> None:
+    """A retry policy other than the default (for the views) and the deadlines
+    (which a client enqueueing the workflow by name applies); absent ones are dropped."""
+    fields: dict[Any, Any] = dict(wf.deadlines.metadata_fields())
+    if wf.retry is not None:
+        fields[WorkflowField.RETRY_JSON] = codec.dumps(wf.retry.summary())
+    known = (WorkflowField.RETRY_JSON, WorkflowField.START_WITHIN_MS, WorkflowField.TIMEOUT_MS)
+    stale = [name for name in known if name not in fields]
+    if fields:
+        pipe.hset(key, mapping=fields)
+    if stale:
+        pipe.hdel(key, *stale)
 
 
 def _sync_crons(

@@ -1,10 +1,10 @@
 """App names scope queues as the asyncio ``redflow`` package (0.0.8 and later)
-scopes them (``shop`` + ``default`` -> ``shop:default``, core/keys.py's
+scopes them (``shop`` + ``default`` -> ``shop:default``, core/app_scope.py's
 scope_queue): ``create_client(app=)``, ``start_worker(app=)``, ``worker
 --app-name`` and ``REDFLOW_APP``.
 
 Invariants: every run a client or worker of app A starts (``run``,
-``run_many``, children, event subscribers, cron fires) waits in a queue of
+``run_many``, children, event subscribers, cron fires, schedules) waits in a queue of
 app A, and a worker of app A polls only app A's queues, so two workers of
 different apps on one Redis never run each other's runs; the synced metadata
 and trigger definitions carry the app and the scoped queue, as its
@@ -97,6 +97,8 @@ def test_every_enqueue_path_of_an_app_lands_in_its_scoped_queues(start, registry
         assert parent.run(None, client=shop).result(15) == ["shop:default", "shop:kids", "shop:kids", "shop:kids"]
         assert {h.result(10) for h in shop.run_many(child, [1, 2])} == {"shop:kids"}
         assert shop.run("child", None, queue="other").id and r.llen(shop.keys.queue_ready("shop:other")) == 1
+        shop.schedules.create("nightly-kids", workflow="child", cron="0 2 * * *")
+        assert shop.schedules.trigger("nightly-kids").result(10) == "shop:kids"
         shop.emit_event("paid", {"order": 1})
         wait_until(lambda: r.lrange(f"{prefix}:paid", 0, -1) == ["shop:default"], timeout=10)
         wait_until(lambda: r.llen(f"{prefix}:ticks") >= 1, timeout=10)

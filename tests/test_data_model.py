@@ -7,6 +7,7 @@ import orjson
 import pytest
 
 from redflow.core import codec, cron
+from redflow.core.app_scope import scope_queue
 from redflow.core.errors import (
     CanceledError,
     InputValidationError,
@@ -22,7 +23,7 @@ from redflow.core.idempotency import (
     step_event_idempotency_key,
     step_workflow_idempotency_key,
 )
-from redflow.core.keys import Keys, enc, scope_queue
+from redflow.core.keys import Keys, enc
 from redflow.core.models import step_failed_json, step_running_json, step_succeeded_json
 from redflow.registry import CronTrigger
 from redflow.store.connection import resolve_prefix

@@ -39,6 +39,8 @@ EXPECTED_OUTPUT = {
     "values": lambda out: out.splitlines() == [VALUES_REFUSAL, "2027"],
     "versioned-step": lambda out: out.splitlines() == ["by post / by courier"],
     "interop": lambda out: out.splitlines() == ["{'pages': 300}", "shop:default", "@blob:v1:", "[1,1,1,"],
+    "retries": lambda out: out.splitlines() == ["{'synced': '42', 'attempts': 3}", "ValueError", "report.csv"],
+    "deadlines": lambda out: out.splitlines() == ["DeadlineExceededError start", "DeadlineExceededError timeout", "['start', 'timeout']"],
     "streams": lambda out: out.splitlines() == ["Hello from a durable stream ", "{'words': 5}"],
     "streams-pages": lambda out: (
         out.splitlines() == ["[(1, 'header'), (1, 'row 1'), (1, 'row 2'), (2, 'header')]", "[(2, 'row 1'), (2, 'row 2')]"]
@@ -53,6 +55,9 @@ EXPECTED_OUTPUT = {
             '[\'carrier\'] "fedex" is not one of "dhl", "ups"',
             "queued",
         ]
+    ),
+    "schedules": lambda out: (
+        out.splitlines() == ["[('heartbeat', False), ('nightly-report', False)]", "{'kind': 'daily'}", "True None", "['nightly-report']"]
     ),
 }
 

@@ -15,8 +15,10 @@ import gevent
 import pytest
 from helpers import wait_until
 
-from redflow import Registry, create_client, define_workflow
+from redflow import Registry, RetryPolicy, create_client, define_workflow
 from redflow.bench.probe import Probe, server_delta
+from redflow.core.models import ScheduleField
+from redflow.engine.schedules import ScheduleTicker
 
 RUNS = 400
 
@@ -58,6 +60,24 @@ def test_a_busy_worker_spends_one_round_trip_and_12_commands_per_no_op_run(start
     assert commands <= 12.3, (commands, by_command)
     # one settle per run, which also claims and starts the next run
     assert 0.99 <= by_command["fcall"] <= 1.05 and by_command.get("blmove", 0) <= 0.05, by_command
+
+
+def test_a_retry_policy_and_deadlines_cost_a_run_nothing_until_they_act(start, client, redis_url):
+    """A policy is decided in the worker's memory and deadlines are fields of the
+    run (one HSET at enqueue, read by the start script, watched by the lease keeper
+    without a command): a run that succeeds pays the same 12 commands."""
+    registry = Registry()
+
+    @define_workflow(
+        "bounded-noop", registry=registry, retry=RetryPolicy(max_attempts=5, initial_delay=1.0), start_within=600.0, timeout=3600.0
+    )
+    def bounded_noop(ctx):
+        return None
+
+    client.sync_registry(registry)
+    trips, commands, by_command = drain_counts(lambda **o: start(registry, **o), client, redis_url, bounded_noop, concurrency=4)
+    assert trips <= 1.2, (trips, by_command)
+    assert commands <= 12.3, (commands, by_command)
 
 
 def test_a_waiting_client_costs_the_run_two_commands_and_nobody_waiting_costs_none(start, client, registry):
@@ -133,3 +153,28 @@ def test_a_signal_waiting_for_its_run_costs_one_round_trip_and_about_ten_command
     assert trips <= 2.2, (trips, by_command)
     assert 12 + 8 <= commands <= 12 + 11.5, (commands, by_command)
     assert 1.99 <= by_command["fcall"] <= 2.05, by_command  # the settle, and the take
+
+
+def test_schedules_cost_the_leader_one_command_a_pass_and_a_tick_five_round_trips(client, registry, r, redis_url):
+    """Schedules cost runs nothing (a tick's run is an idempotent, tagged client.run);
+    the cron leader reads the head of the next index once a pass, and a due tick
+    costs it five round trips and about 24 commands (docs/guide/schedules.md)."""
+    define_workflow("tick", registry=registry)(lambda ctx: None)
+    client.sync_registry(registry)
+    ticker = ScheduleTicker(client.store, client.targets)
+    ticker.step()  # the clock read
+    probe = Probe(redis_url)
+    before = probe.sample()
+    ticker.step()
+    idle = server_delta(before, probe.sample())
+    assert dict(idle.commands) == {"zrange": 1} and idle.trips == 1
+    client.schedules.create("yearly", workflow="tick", cron="0 0 1 1 *")
+    tick_ms = client.now_ms() - 1000
+    r.hset(client.keys.schedule("yearly"), mapping={ScheduleField.TICK_MS: tick_ms, ScheduleField.DUE_MS: tick_ms})
+    r.zadd(client.keys.schedules_next(), {"yearly": tick_ms})
+    before = probe.sample()
+    ticker.step()
+    tick = server_delta(before, probe.sample())
+    probe.close()
+    assert client.schedules.get("yearly").fired == 1
+    assert tick.trips <= 5 and sum(tick.commands.values()) <= 25, (tick.trips, dict(tick.commands))

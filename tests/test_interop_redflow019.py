@@ -34,7 +34,8 @@ from test_data_model import SCOPED_QUEUES
 
 from redflow import create_client
 from redflow.core import blobs
-from redflow.core.keys import Keys, scope_queue
+from redflow.core.app_scope import scope_queue
+from redflow.core.keys import Keys
 from redflow.core.models import Step
 from tests.apps import interop_app
 

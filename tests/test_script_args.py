@@ -17,7 +17,7 @@ import pytest
 
 from redflow.core.keys import Keys
 from redflow.store.catalog import LIBRARY, SCRIPT_NAMES, lua
-from redflow.store.requests import EnqueueRequest, SettleRequest, SignalTake, StartRequest
+from redflow.store.requests import EnqueueRequest, SettleRequest, SignalTake, StartRequest, TickDone
 from redflow.store.scripts import WAKE_TTL_MS, Scripts, run_own_keys
 
 K = Keys("P", cluster=True)
@@ -226,6 +226,19 @@ TABLE = {
         {"steps_key": K.run_steps("run_1", Q), "lease_key": K.run_lease("run_1", Q), "run_key": K.run("run_1", Q),
          "signals_key": K.run_signals("run_1", Q), "token": "token", "step": "step", "name": "sig", "waiting": "rec",
          "before": "<", "after": ">", "timeout_at": "7", "now": "3", "lease_ms": "5"},
+        {},
+    ),
+    "schedule_save": (
+        lambda s: s.schedule_save(action="update", schedule_id="sid", now_ms=3, tick=(5, 7), fields={"cron": "c"}),
+        {"hash_key": K.schedule("sid"), "ids_key": K.schedules(), "next_key": K.schedules_next(), "action": "update", "id": "sid",
+         "now": "3", "tick": "5", "due": "7"},
+        {("ARGV", 6): ["cron", "c"]},
+    ),
+    "schedule_tick": (
+        lambda s: s.schedule_tick(TickDone("sid", 3, run_id="run_1", run_at_ms=5, next_tick_ms=7, next_due_ms=11, fired=1,
+                                           skipped_late=13, skipped_overlap=17, error="err")),
+        {"hash_key": K.schedule("sid"), "next_key": K.schedules_next(), "id": "sid", "done": "3", "run_id": "run_1", "run_at": "5",
+         "tick": "7", "due": "11", "fired": "1", "late": "13", "overlapped": "17", "err": "err"},
         {},
     ),
 }  # fmt: skip

@@ -9,7 +9,9 @@ seed's ``makeErrorJson``.
 from __future__ import annotations
 
 import builtins
+import math
 import traceback
+from datetime import timedelta
 from typing import Any, ClassVar
 
 KIND_ERROR = "error"
@@ -19,6 +21,8 @@ KIND_SERIALIZATION = "serialization"
 KIND_UNKNOWN_WORKFLOW = "unknown_workflow"
 KIND_VALIDATION = "validation"
 KIND_NON_RETRIABLE = "non_retriable"
+#: The asyncio ``redflow`` package's kind for its ``RetryAfterError`` (retryable, like ``error``).
+KIND_RETRY_AFTER = "retry_after"
 
 
 class RedflowError(Exception):
@@ -117,12 +121,56 @@ class NonRetryableError(RedflowError):
 NonRetriableError = NonRetryableError  # spelling of the TypeScript / asyncio clients
 
 
+class RetryAfterError(RedflowError):
+    """Raise it in a handler to have the run retried after ``seconds`` (a number
+    or a timedelta), instead of its retry policy's wait. It uses an attempt like
+    any failure, and is retried whatever the policy's ``retry_on`` says (unless
+    its ``no_retry_on`` names it). Its error JSON carries ``retryAfterMs``, as
+    the asyncio ``redflow`` package writes it."""
+
+    kind = KIND_RETRY_AFTER
+
+    def __init__(self, seconds: float | timedelta, message: str | None = None) -> None:
+        value = seconds.total_seconds() if isinstance(seconds, timedelta) else seconds
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+            raise RedflowError(f"RetryAfterError needs seconds >= 0 (a number or a timedelta), got {seconds!r}")
+        self.retry_after_ms = int(round(value * 1000))
+        super().__init__(message or f"retry after {value:g}s")
+
+
+class DeadlineExceededError(NonRetryableError):
+    """The run passed a deadline of its workflow: ``start_within`` (it was not
+    started in time, so it never started) or ``timeout`` (the whole run took
+    too long): ``deadline`` says which. Never retried; its error JSON's kind is
+    ``non_retriable``, which the other clients read as a failure for good."""
+
+    def __init__(self, message: str = "Run deadline exceeded", *, deadline: str = "timeout") -> None:
+        super().__init__(message)
+        self.deadline = deadline
+
+
 class RunNotFoundError(RedflowError, LookupError):
     """No run with that id exists."""
 
     def __init__(self, run_id: str) -> None:
         self.run_id = run_id
         super().__init__(f"Run not found: {run_id}")
+
+
+class ScheduleNotFoundError(RedflowError, LookupError):
+    """No schedule with that id (``client.schedules``)."""
+
+    def __init__(self, schedule_id: str) -> None:
+        self.schedule_id = schedule_id
+        super().__init__(f"no schedule {schedule_id!r}")
+
+
+class ScheduleExistsError(RedflowError):
+    """``client.schedules.create`` with an id that a schedule has already."""
+
+    def __init__(self, schedule_id: str) -> None:
+        self.schedule_id = schedule_id
+        super().__init__(f"a schedule {schedule_id!r} exists already; change it with update() or delete it first")
 
 
 class RedisFullError(RedflowError):
@@ -175,6 +223,8 @@ def error_name(err: BaseException) -> str:
 def error_to_json(err: BaseException, *, with_stack: bool = True) -> dict[str, Any]:
     """The ``errorJson`` object of ``err``: ``{name, message, kind, stack?}``."""
     out: dict[str, Any] = {"name": error_name(err), "message": str(err), "kind": error_kind(err)}
+    if isinstance(err, RetryAfterError):
+        out["retryAfterMs"] = err.retry_after_ms
     if with_stack and err.__traceback__ is not None:
         out["stack"] = "".join(traceback.format_exception(type(err), err, err.__traceback__))
     return out

@@ -46,3 +46,14 @@ def cron_fire_idempotency_key(cron_id: str, fire_ms: int) -> str:
 def cron_trigger_idempotency_key(cron_id: str, trigger_id: str) -> str:
     """Idempotency key of the run ``cron trigger`` starts by hand: one run per trigger call id."""
     return f"cron-trigger:{enc(cron_id)}:{enc(trigger_id)}"
+
+
+def schedule_tick_idempotency_key(schedule_id: str, tick_ms: int) -> str:
+    """Idempotency key of the run one tick of a schedule starts: one run per
+    schedule and tick time, whoever leads and however often the tick is retried."""
+    return f"schedule:{enc(schedule_id)}:{tick_ms}"
+
+
+def schedule_trigger_idempotency_key(schedule_id: str, trigger_id: str) -> str:
+    """Idempotency key of the run ``schedules.trigger`` starts: one run per trigger call id."""
+    return f"schedule-trigger:{enc(schedule_id)}:{enc(trigger_id)}"

@@ -4,7 +4,7 @@ Three settings, all off by default (the layout then is DATA_MODEL.md's, which
 the TypeScript 0.0.1 client and the asyncio 0.0.1 read whole):
 
 - ``app``: the app name that scopes queue names as 0.1.x does
-  (:func:`~redflow.core.keys.scope_queue`: ``shop`` + ``default`` ->
+  (:func:`~redflow.core.app_scope.scope_queue`: ``shop`` + ``default`` ->
   ``shop:default``), for the queues a client enqueues to and a worker polls,
   and in the workflow metadata a worker syncs;
 - ``blob_threshold_bytes``: payloads of more UTF-8 bytes than this are
@@ -25,9 +25,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from redflow.core.app_scope import scope_queue
 from redflow.core.blobs import DEFAULT_THRESHOLD_BYTES, check_threshold
 from redflow.core.errors import RedflowError
-from redflow.core.keys import scope_queue
 
 #: The compat mode for the asyncio ``redflow`` 0.1.x (0.0.25 and later).
 COMPAT_REDFLOW_01: Final = "redflow-0.1"

@@ -51,7 +51,7 @@ class Keys:
     arguments of run keys are ignored.
     """
 
-    __slots__ = ("prefix", "cluster", "_p", "_status", "_status_by_queue", "_terminal")
+    __slots__ = ("prefix", "cluster", "_p", "_status", "_status_by_queue", "_terminal", "_schedules")
 
     def __init__(self, prefix: str = DEFAULT_PREFIX, *, cluster: bool = False) -> None:
         self.prefix = prefix.rstrip(":") or DEFAULT_PREFIX
@@ -60,6 +60,7 @@ class Keys:
         self._status = [f"{self._p}runs:status:{s}" for s in RUN_STATUSES]
         self._status_by_queue: dict[str, list[str]] = {}
         self._terminal: dict[tuple[str, str | None], list[str]] = {}
+        self._schedules = self._p + ("{schedules}" if cluster else "schedules")  # one hash tag for them all on a cluster
 
     def __repr__(self) -> str:
         return f"Keys({self.prefix!r}{', cluster=True' if self.cluster else ''})"
@@ -299,6 +300,19 @@ class Keys:
         """string: cron leader token ``cronlock_<uuid>``, PX 2000."""
         return self._p + "lock:cron"
 
+    # -- schedules as data (an extension; its scripts touch a schedule's hash and both indexes) --
+    def schedules(self) -> str:
+        """zset: schedule id -> ms it was created (every schedule, paused ones too)."""
+        return self._schedules + ":ids"
+
+    def schedules_next(self) -> str:
+        """zset: schedule id -> due ms of its next tick (tick time + its jitter); paused ones are absent."""
+        return self._schedules + ":next"
+
+    def schedule(self, schedule_id: str) -> str:
+        """hash: one schedule, its definition and its state (fields: ``ScheduleField``)."""
+        return f"{self._schedules}:def:{schedule_id}"
+
     # -- events ------------------------------------------------------------
     def event_def(self) -> str:
         """hash: event-def id -> JSON {id, event, workflow, queue}."""
@@ -413,22 +427,6 @@ class Keys:
         worker is delivering is ``claimed:<fire ms>:<that JSON>`` -> the end
         of its claim (claim_scheduled_events.lua)."""
         return self._p + "events:scheduled"
-
-
-#: The app name the asyncio package reads for workflow metadata without one; it scopes nothing.
-UNSCOPED_APP: Final = "unknown"
-
-
-def scope_queue(app: str | None, queue: str | None) -> str:
-    """The queue name a run of ``queue`` has in app ``app``, as the asyncio
-    ``redflow`` package (0.0.8 and later) names it: ``<app>:<queue>``; the
-    queue alone without an app (or with ``unknown``); unchanged when it already
-    starts with ``<app>:``. Blank names are stripped, and a blank queue is ``default``."""
-    queue = (queue or "").strip() or "default"
-    app = (app or "").strip()
-    if not app or app == UNSCOPED_APP or queue.startswith(f"{app}:"):
-        return queue
-    return f"{app}:{queue}"
 
 
 def new_id(kind: str) -> str:

@@ -23,7 +23,9 @@ MAX_VALUE_CHARS: Final = 200
 NO_TAGS: Mapping[str, str] = MappingProxyType({})
 
 
-def _check_text(text: Any, what: str, limit: int) -> str:
+def check_text(text: Any, what: str, limit: int) -> str:
+    """``text`` if it is a non-empty string of at most ``limit`` characters, none a
+    control character (a tag, a schedule id: each is an index entry's name)."""
     if not isinstance(text, str):
         raise InputValidationError(f"{what} must be a string, got {type(text).__name__}: {text!r}")
     if not text:
@@ -49,10 +51,10 @@ def validate_tags(tags: Any) -> dict[str, str]:
         raise InputValidationError(f"a run has at most {MAX_TAGS} tags, got {len(tags)}")
     out: dict[str, str] = {}
     for key in sorted(tags, key=str):
-        _check_text(key, "a tag key", MAX_KEY_CHARS)
+        check_text(key, "a tag key", MAX_KEY_CHARS)
         if "=" in key:
             raise InputValidationError(f"a tag key must not contain '=': {key!r}")
-        out[key] = _check_text(tags[key], f"the value of tag {key!r}", MAX_VALUE_CHARS)
+        out[key] = check_text(tags[key], f"the value of tag {key!r}", MAX_VALUE_CHARS)
     return out
 
 

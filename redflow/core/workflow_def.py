@@ -15,9 +15,11 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
 from redflow.core.cron import TriggerDef
+from redflow.core.deadlines import Deadlines
 from redflow.core.errors import RedflowError
 from redflow.core.flow import FlowControl
 from redflow.core.retention import Retention
+from redflow.core.retry import RetryPolicy
 
 
 class WorkflowDef(Protocol):
@@ -47,6 +49,10 @@ class WorkflowDef(Protocol):
     #: ``schema=`` as the workflow keeps it (``core/input_schema.py``: synced as JSON Schema when it has one)
     @property
     def schema(self) -> Any: ...
+    @property
+    def retry(self) -> RetryPolicy | None: ...
+    @property
+    def deadlines(self) -> Deadlines: ...
     def validate(self, value: Any) -> Any: ...
 
 

@@ -26,8 +26,8 @@ from redflow.core.models import OBJECT_RECORDS, EventWaiter, RunField, StepForm,
 from redflow.core.run_state import RunState
 from redflow.core.tags import tags_of
 from redflow.core.workflow_def import Registry, WorkflowDef
-from redflow.engine import parking
-from redflow.engine.claim import Claimed
+from redflow.engine import deadlines, parking
+from redflow.engine.claim import NOT_AN_ID, Claimed, drop_invalid_entries
 from redflow.engine.context import WorkflowContext, call_on_failure
 from redflow.engine.decide import Abandoned, Canceled, Failed, HandlerEnd, Outcome, Parked, Retrying, Skipped, Succeeded, decide, returned
 from redflow.engine.fence import Fence
@@ -40,6 +40,7 @@ from redflow.engine.step import StepApi, load_step_cache
 from redflow.engine.step_host import RunningStep
 from redflow.engine.streams import streamer
 from redflow.store import event_waiters, reads
+from redflow.store.children import end_for_deadline
 from redflow.store.enqueue import enqueue, enqueue_children
 from redflow.store.payloads import Blobs, Payloads
 from redflow.store.port import Store
@@ -54,8 +55,6 @@ log = logging.getLogger("redflow.attempt")
 
 T = TypeVar("T")
 
-#: What a reply byte that is not UTF-8 decodes to.
-_NOT_AN_ID = "\ufffd"
 #: The status a settle writes for each outcome it finalizes, schedules or parks.
 _SETTLED_AS = {Succeeded: "succeeded", Failed: "failed", Canceled: "canceled", Retrying: "scheduled", Parked: "parked"}
 
@@ -142,7 +141,8 @@ class Attempt:
         """Start the run, run its handler, settle: the outcome, settled (or why there was nothing to run)."""
         reply, refused = self._start()
         if reply is None:
-            return self._purge_invalid()
+            drop_invalid_entries(self.store, self.queue, conn=self.conn)
+            return Skipped("not a run id")
         if reply.workflow:  # skip / cancel / held name the workflow, for reports and metrics
             self.info = RunInfo(self.run_id, reply.workflow, self.queue, 0, 1)
         if reply.kind in ("busy", "missing", "skip", "held"):
@@ -160,6 +160,8 @@ class Attempt:
         if not isinstance(prepared, tuple):
             return self.settle(prepared)
         workflow, input_value = prepared
+        if reply.kind == "expired":  # past a deadline: failed, the handler never called
+            return self.settle(deadlines.expired(workflow, input_value, self.info, reply.detail, self.log_extra()))
         if refused is not None:  # a limit's key function failed on the input: deterministic, so no retry
             call_on_failure(workflow, refused, input_value, self.info, self.log_extra())
             return self.settle(Failed(refused))
@@ -170,7 +172,7 @@ class Attempt:
         of a limit's key function that refused the run's input, if any."""
         rt, reply = self.rt, self.claimed.start
         if reply is None:
-            if _NOT_AN_ID in self.run_id:  # bytes that are not UTF-8: not a run, and not removable by name
+            if NOT_AN_ID in self.run_id:  # bytes that are not UTF-8: not a run, and not removable by name
                 return None, None
             self.lease.renewed_at_ms = _mono_ms()
             reply = self.store.scripts.start_run(self._start_request(), conn=self.conn)
@@ -187,35 +189,24 @@ class Attempt:
             rt.observers.on_start(self.run_id, self.info.workflow, self.queue, self.info.attempt)
             rt.observers.on_attempt_begin(self.info, fields)
         cache, max_seq = load_step_cache(reply.steps)
+        self.lease.deadline_ms = self.info.deadline_ms or 0  # the keeper stops the attempt then
         rt.keeper.track(self.lease)
         try:
             return self._run_handler(workflow, input_value, StepApi(self, cache, max_seq, stored=reply.steps, blobs=reply.blobs))
         finally:
             rt.keeper.untrack(self.lease)
 
-    def _purge_invalid(self) -> Outcome:
-        removed = self.store.scripts.purge_invalid_entries(queue=self.queue, conn=self.conn)
-        log.warning("queue %r: dropped %d entry(ies) that are not run ids: %r", self.queue, len(removed), removed[:5])
-        return Skipped("not a run id")
-
     def _report(self, outcome: Outcome) -> None:
         rt = self.rt
         rt.observe(self, outcome)
         if rt.observers.active:
             info = self.info
-            rt.observers.on_attempt(
-                AttemptReport(
-                    run_id=self.run_id,
-                    workflow=info.workflow,
-                    queue=self.queue,
-                    attempt=info.attempt,
-                    outcome=outcome.kind,
-                    claimed_at=self.claimed_at,
-                    started_at=self.started_at or self.claimed_at,
-                    finished_at=time.time(),
-                    created_at_ms=self.created_at_ms,
-                )
-            )
+            report = AttemptReport(
+                run_id=self.run_id, workflow=info.workflow, queue=self.queue, attempt=info.attempt, outcome=outcome.kind,
+                claimed_at=self.claimed_at, started_at=self.started_at or self.claimed_at, finished_at=time.time(),
+                created_at_ms=self.created_at_ms, deadline=deadlines.which(outcome),
+            )  # fmt: skip
+            rt.observers.on_attempt(report)
 
     def _prepare(self, fields: dict[str, str], attempt: int, blobs: Blobs) -> tuple[WorkflowDef, Any] | Outcome:
         """Who runs and with what input (read through ``blobs``); a Failed outcome when that cannot be known."""
@@ -226,8 +217,8 @@ class Attempt:
             int_field(fields, RunField.ATTEMPT, what=what)  # a count that is not a number is corrupt
             if RunField.LIMITS_JSON in fields:  # limits the scripts could not read fail the run here
                 parse_limits(fields[RunField.LIMITS_JSON], self.store.keys.scope(self.queue))
-            tags = tags_of(fields.get(RunField.TAGS_JSON))
-            self.info = RunInfo(self.run_id, name, self.queue, attempt, max_attempts_of(fields, what=what), tags)
+            tags, deadline_ms = tags_of(fields.get(RunField.TAGS_JSON)), int_field(fields, RunField.DEADLINE_AT, what=what)
+            self.info = RunInfo(self.run_id, name, self.queue, attempt, max_attempts_of(fields, what=what), tags, deadline_ms)
         except RedflowError as exc:
             return Failed(exc)
         workflow = self.rt.registry.get(name) if name else None
@@ -257,7 +248,7 @@ class Attempt:
             end = returned(value, self.payloads, self.interrupted)
         finally:
             self._interrupts.leave()
-        outcome = decide(end, self.info, workflow)
+        outcome = decide(end, self.info, workflow, self.now_ms() if self.info.deadline_ms else 0)
         if isinstance(outcome, Failed):
             call_on_failure(workflow, outcome.error, input_value, self.info, self.log_extra())
         return outcome
@@ -272,6 +263,9 @@ class Attempt:
         status = _SETTLED_AS.get(type(outcome))
         if status is None:
             return outcome
+        exceeded = deadlines.exceeded(outcome)
+        if exceeded is not None:  # before the settle: see engine/deadlines.py
+            end_for_deadline(self.store, self.run_id, self.queue, exceeded.deadline, deadlines.CHILD_CANCEL_REASON)
         request, sent_ms = self._settle_request(outcome, status)
         settled = self.store.scripts.settle_run(request, conn=self.conn)
         if settled.next is not None:
@@ -386,6 +380,10 @@ class Attempt:
     def step_scope(self, name: str) -> AbstractContextManager[Any]:
         return self.rt.observers.step_scope(self.info, name)
 
+    def pause(self, delay_ms: int) -> None:
+        """A step's wait between tries (engine/step_retry.py): the slot is kept; an interrupt lands here."""
+        gevent.sleep(delay_ms / 1000.0)
+
     def step_observed(self, name: str, status: str, duration_s: float) -> None:
         observers = self.rt.observers
         if observers.active:
@@ -402,7 +400,10 @@ class Attempt:
     def emit_run(self, workflow: WorkflowDef | str, input: Any, options: Mapping[str, Any]) -> str:
         """``step.emit_workflow``'s run: linked to this one, not among its children (``EnqueueRequest.detached``)."""
         targets = self.client.targets
-        return enqueue(self.store, targets.request(targets.resolve(workflow), input, parent_run_id=self.run_id, detached=True, **options))
+        return enqueue(
+            self.store,
+            targets.request(targets.resolve(workflow), input, parent_run_id=self.run_id, detached=True, keep_existing=True, **options),
+        )
 
     def register_event_wait(self, event: str, waiter: EventWaiter) -> None:
         """Put this run, parking in ``step.wait_for_event``, in ``event``'s waiter index."""

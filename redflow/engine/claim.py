@@ -11,6 +11,7 @@ run is taken. A busy slot claims its next run in its settle instead (the
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,6 +25,11 @@ from redflow.engine.observers import Observers
 from redflow.store.port import Store
 from redflow.store.replies import StartReply
 from redflow.store.scripts import Conn
+
+log = logging.getLogger("redflow.claim")
+
+#: What a reply byte that is not UTF-8 decodes to: no run id holds it.
+NOT_AN_ID = "\ufffd"
 
 
 class ClaimOptions(Protocol):
@@ -123,3 +129,10 @@ class SlotClaimer:
         if self.observers.active:
             self.observers.on_claim(queue, waited_s)
         return Claimed(queue, taken.run_id, token, taken.start, sent_ms, time.time())
+
+
+def drop_invalid_entries(store: Store, queue: str, *, conn: Conn = None, who: str = "") -> None:
+    """Remove the entries of ``queue``'s processing list that cannot be run ids (bytes
+    that are not UTF-8: not removable by name), with a warning saying how many."""
+    removed = store.scripts.purge_invalid_entries(queue=queue, conn=conn)
+    log.warning("%squeue %r: dropped %d processing entry(ies) that are not run ids: %r", who, queue, len(removed), removed[:5])

@@ -1,12 +1,14 @@
 """Why an attempt stops before its handler is done, and how the handler hears of it.
 
-An attempt is stopped for one of four reasons (the first one sticks): its
-run was canceled, its lease was lost (another worker may own the run now),
-Redis failed under a step record or an ownership check, or the worker is
-stopping. The lease record (``engine/lease.py``) carries the reason; the
-attempt sets the handler's :class:`CancelSignal` and throws
-:class:`RunInterrupt` into the greenlet running the handler. A canceled
-run ends ``canceled``; the other reasons leave it to another worker.
+An attempt is stopped for one of five reasons (the first one sticks): its
+run was canceled, its ``timeout`` passed (``core/deadlines.py``), its lease
+was lost (another worker may own the run now), Redis failed under a step
+record or an ownership check, or the worker is stopping. The lease record
+(``engine/lease.py``) carries the reason; the attempt sets the handler's
+:class:`CancelSignal` and throws :class:`RunInterrupt` into the greenlet
+running the handler. A canceled run ends ``canceled``, a run past its
+deadline ``failed`` (``DeadlineExceededError``); the other reasons leave it
+to another worker.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from gevent.event import Event
 
 #: Why an attempt was stopped (``RunInterrupt.reason``, ``Lease.stopped``).
 CANCELED = "canceled"
+DEADLINE = "deadline_exceeded"
 LEASE_LOST = "lease_lost"
 REDIS_LOST = "redis_unavailable"
 WORKER_STOPPED = "worker_stopped"
@@ -41,8 +44,8 @@ ABANDONING: Final = (LEASE_LOST, REDIS_LOST, WORKER_STOPPED)
 
 
 class CancelSignal:
-    """Set when the run is canceled or its worker loses the run (lease lost,
-    worker stopping). Long-running code may check ``is_set()`` or ``wait()``;
+    """Set when the run is canceled, passes its deadline, or its worker loses
+    the run (lease lost, worker stopping). Long-running code may check ``is_set()`` or ``wait()``;
     the worker also stops the handler greenlet itself."""
 
     __slots__ = ("_event", "reason")

@@ -3,9 +3,10 @@
 Per tick (100 ms by default) it sends one pipeline for all attempts that
 need it: lease renewals (each lease once per ``lease_ms / 2``), cancel
 checks (``cancelRequestedAt``, for attempts older than one tick) and
-``running`` markers for steps that take longer than a tick. Runs that finish
-within a tick cost nothing here, which keeps the hot path at three round
-trips per run. Two failed renewals in a row, or a renewal refused because
+``running`` markers for steps that take longer than a tick; an attempt
+whose run's ``timeout`` passed is stopped (no Redis command: the deadline
+came with the run). Runs that finish within a tick cost nothing here,
+which keeps the hot path at three round trips per run. Two failed renewals in a row, or a renewal refused because
 the lease is not ours any more, stop the attempt as "lease lost".
 """
 
@@ -22,7 +23,7 @@ from gevent.event import Event
 from redis.exceptions import NoScriptError, RedisError
 
 from redflow.core.models import RunField
-from redflow.engine.interrupts import CANCELED, LEASE_LOST
+from redflow.engine.interrupts import CANCELED, DEADLINE, LEASE_LOST
 from redflow.engine.observers import Observers
 from redflow.store.replies import StepSaved
 
@@ -66,6 +67,8 @@ class Lease:
     tracked_at_ms: float = field(default=0.0, repr=False)
     renewed_at_ms: float = field(default=0.0, repr=False)
     renew_failures: int = field(default=0, repr=False)
+    #: The run's ``deadlineAt`` (Redis ms; 0: none): the keeper stops the attempt when it passes.
+    deadline_ms: int = field(default=0, repr=False)
 
     def detach(self) -> None:
         """The attempt is over: drop the callbacks into it (see ``Attempt.execute``)."""
@@ -137,6 +140,9 @@ class LeaseKeeper:
         wall_ms = self._now_ms()
         for lease in list(self._leases.values()):
             if lease.stopped is not None:
+                continue
+            if lease.deadline_ms and wall_ms >= lease.deadline_ms:
+                lease.stop(DEADLINE)  # its timeout passed: the run fails (engine/decide.py)
                 continue
             if mono_ms - lease.renewed_at_ms >= self.renew_every_ms:
                 renew.append(lease)

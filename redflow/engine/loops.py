@@ -20,7 +20,9 @@ from redflow.core import cron
 from redflow.core.errors import CorruptDataError, RedflowError
 from redflow.core.idempotency import cron_fire_idempotency_key
 from redflow.core.models import CronDef
+from redflow.engine.claim import NOT_AN_ID, drop_invalid_entries
 from redflow.engine.observers import Observers
+from redflow.engine.schedules import ScheduleTicker
 from redflow.store.enqueue import enqueue
 from redflow.store.port import Store
 from redflow.store.targets import Targets
@@ -160,10 +162,9 @@ class Reaper:
         for queue in self.queues:
             pipe.lrange(keys.queue_processing(queue), 0, -1)
         entries = {(queue, run_id) for queue, ids in zip(self.queues, pipe.execute()) for run_id in ids}
-        for queue in {queue for queue, run_id in entries if "\ufffd" in run_id}:
-            removed = store.scripts.purge_invalid_entries(queue=queue)
-            log.warning("reaper: dropped %d processing entry(ies) of %r that are not run ids: %r", len(removed), queue, removed[:5])
-        entries = {entry for entry in entries if "\ufffd" not in entry[1]}
+        for queue in {queue for queue, run_id in entries if NOT_AN_ID in run_id}:
+            drop_invalid_entries(store, queue, who="reaper: ")
+        entries = {entry for entry in entries if NOT_AN_ID not in entry[1]}
         lingering = sorted(entries & self._seen)
         self._seen = entries
         if not lingering:
@@ -191,7 +192,8 @@ class Reaper:
 
 
 class CronScheduler:
-    """Fires cron triggers; one leader among all workers, by a renewed lock.
+    """Fires cron triggers and schedules (``engine/schedules.py``); one leader
+    among all workers, by a renewed lock.
 
     Each fire starts a run with an idempotency key made of the cron id and
     its fire time, so a change of leader mid-fire cannot start it twice.
@@ -203,13 +205,18 @@ class CronScheduler:
         self.targets = targets
         self.token = f"cronlock_{uuid.uuid4()}"
         self.is_leader = False
+        self.schedules = ScheduleTicker(store, targets)
 
     def step(self) -> float:
         keys, redis = self.store.keys, self.store.redis
         if self.is_leader:
             self.is_leader = self.store.scripts.renew_cron_lock(token=self.token, lock_ms=CRON_LOCK_MS)
+            if not self.is_leader:
+                log.info("cron: this worker no longer leads the cron triggers and schedules")
         else:
             self.is_leader = bool(redis.set(keys.lock_cron(), self.token, nx=True, px=CRON_LOCK_MS))
+            if self.is_leader:
+                log.info("cron: this worker leads the cron triggers and schedules")
         if not self.is_leader:
             return 0.25
         now_ms = self.store.now_ms()
@@ -220,11 +227,13 @@ class CronScheduler:
                 redis.zrem(keys.cron_next(), cron_id)
                 continue
             self._fire(redis, cron_id, int(fire_ms), now_ms)
+        schedules_s = self.schedules.step()
+        sleep_s = CRON_MAX_SLEEP_S if schedules_s is None else min(CRON_MAX_SLEEP_S, schedules_s)
         head = redis.zrange(keys.cron_next(), 0, 0, withscores=True)
         if not head:
-            return CRON_MAX_SLEEP_S
+            return sleep_s
         due_ms: float = head[0][1]
-        return min(CRON_MAX_SLEEP_S, max(0.01, (due_ms - self.store.now_ms()) / 1000.0))
+        return min(sleep_s, max(0.01, (due_ms - self.store.now_ms()) / 1000.0))
 
     def _fire(self, redis: redis.Redis, cron_id: str, fire_ms: int, now_ms: int) -> None:
         keys = self.store.keys

@@ -53,6 +53,7 @@ class AttemptReport:
     started_at: float  # the start script returned (lease held, status running)
     finished_at: float  # the settle script returned
     created_at_ms: int | None  # when the run was enqueued (from its hash), if known
+    deadline: str = ""  # "start" | "timeout": the deadline that failed the run ("" for none)
 
 
 class WorkerObserver:

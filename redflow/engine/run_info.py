@@ -10,7 +10,8 @@ from redflow.core.tags import NO_TAGS
 
 @dataclass(frozen=True, slots=True)
 class RunInfo:
-    """The run an attempt executes (``tags``: the run's, which its child runs inherit)."""
+    """The run an attempt executes (``tags``: the run's, which its child runs inherit;
+    ``deadline_ms``: when its ``timeout`` ends it, in Redis epoch ms, or None)."""
 
     id: str
     workflow: str
@@ -18,3 +19,4 @@ class RunInfo:
     attempt: int
     max_attempts: int
     tags: Mapping[str, str] = field(default_factory=lambda: NO_TAGS)
+    deadline_ms: int | None = None

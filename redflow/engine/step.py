@@ -30,9 +30,10 @@ from redflow.core.errors import (
 )
 from redflow.core.idempotency import step_event_idempotency_key, step_workflow_idempotency_key
 from redflow.core.models import STEP_SUCCEEDED, StepField, Unreadable, step_record, step_seq
+from redflow.core.retry import RetryPolicy
 from redflow.core.signals import check_signal_name, signal_step_name
 from redflow.core.tags import validate_tags
-from redflow.engine import signal_waits, waits
+from redflow.engine import signal_waits, step_retry, waits
 from redflow.engine.interrupts import RunInterrupt
 from redflow.engine.step_host import RunningStep, StepHost
 from redflow.store.payloads import Blobs
@@ -113,13 +114,18 @@ class StepApi:
         self._blobs: Blobs = blobs or {}
 
     # -- the core: one durable step ----------------------------------------
-    def run(self, name: str, fn: Callable[..., Any], *, timeout: float | None = None) -> Any:
+    def run(self, name: str, fn: Callable[..., Any], *, timeout: float | None = None, retry: RetryPolicy | None = None) -> Any:
         """Run ``fn`` once per run: its JSON output is stored, and returned
-        from the store on a retried run. ``timeout`` in seconds."""
+        from the store on a retried run. ``timeout`` in seconds (each try's).
+        ``retry``: a failed call is tried again in this attempt, after the
+        policy's wait, up to its ``max_attempts`` (``engine/step_retry.py``)."""
+        step_retry.check(retry)
         record = self.begin(name)
         if record is not None and record.get(StepField.STATUS) == STEP_SUCCEEDED:
             return self.replay(name, record)
-        return self.execute(name, self.seq_of(record), fn, timeout)
+        if retry is None:
+            return self.execute(name, self.seq_of(record), fn, timeout)
+        return step_retry.run_with_retries(self, self._host, name, self.seq_of(record), fn, timeout, retry)
 
     def begin(self, name: str) -> dict[str, Any] | None:
         """Claim ``name`` for this run (unique names) and return its stored record, if any.
@@ -170,10 +176,12 @@ class StepApi:
         *,
         started_at_ms: int | None = None,
         expected: str = "",
+        tries: int = 0,
     ) -> Any:
         """Call ``fn`` as step ``name`` and record its output or error. ``expected``:
         the record the step must still hold (a durable wait); if something else
-        resolved it meanwhile, that record's output is returned instead."""
+        resolved it meanwhile, that record's output is returned instead.
+        ``tries``: which try this is, of a step with a retry policy (0: none)."""
         host = self._host
         running = RunningStep(name, seq, host.now_ms() if started_at_ms is None else started_at_ms, host.info.attempt, host.step_form)
         host.running_steps[name] = running
@@ -187,17 +195,17 @@ class StepApi:
                 raise OutputSerializationError(f"Step output is not JSON-serializable: {name}: {exc}") from exc
         except Exception as exc:
             host.running_steps.pop(name, None)
-            self._save_failed(name, seq, running, exc, expected)
+            self._save_failed(name, seq, running, exc, expected, tries)
             host.step_observed(name, "failed", time.perf_counter() - began)
             raise
         except BaseException as exc:
             host.running_steps.pop(name, None)
             if not isinstance(exc, (RunInterrupt, GreenletExit)):  # e.g. KeyboardInterrupt, gevent.Timeout
-                self._save_failed(name, seq, running, exc, expected)
+                self._save_failed(name, seq, running, exc, expected, tries)
             raise  # the engine's interrupt (the attempt is being stopped) is not a step failure
         host.running_steps.pop(name, None)
         output = host.payloads.stored(output_json)
-        saved = host.step_form.succeeded(seq, host.info.attempt, running.started_at_ms, host.now_ms(), output.value)
+        saved = host.step_form.succeeded(seq, host.info.attempt, running.started_at_ms, host.now_ms(), output.value, tries)
         found = host.save_step(name, saved, expected, blob=output.blob)
         if found is not None:  # resolved meanwhile (an event delivered): that outcome stands
             return self._resolved_meanwhile(name, found)
@@ -213,10 +221,10 @@ class StepApi:
             return self.replay(name, record)
         raise RedflowError(f"step {name!r} of run {self._host.run_id} was changed by another writer: {found[:80]!r}")
 
-    def _save_failed(self, name: str, seq: int, running: RunningStep, exc: BaseException, expected: str = "") -> None:
+    def _save_failed(self, name: str, seq: int, running: RunningStep, exc: BaseException, expected: str = "", tries: int = 0) -> None:
         host = self._host
         error = host.payloads.stored(host.payloads.dumps_error(exc))
-        saved = host.step_form.failed(seq, host.info.attempt, running.started_at_ms, host.now_ms(), error.value)
+        saved = host.step_form.failed(seq, host.info.attempt, running.started_at_ms, host.now_ms(), error.value, tries)
         host.save_step(name, saved, expected, blob=error.blob)
 
     def _call(self, fn: Callable[..., Any], name: str, timeout: float | None) -> Any:

@@ -34,6 +34,18 @@ def fmt_seconds(seconds: float) -> str:
     return f"{int(seconds // 3600)}h{int(seconds % 3600 // 60):02d}m"
 
 
+def fmt_setting_s(seconds: float) -> str:
+    """A configured duration as the command line takes it: ``30s``, ``1m30s``, ``1h``, ``1.5s``."""
+    if seconds < 60:
+        return f"{seconds:g}s"
+    rest, parts = round(seconds), []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if rest >= size:
+            parts.append(f"{rest // size}{unit}")
+            rest %= size
+    return "".join(parts)
+
+
 def fmt_duration(start: float | None, end: float | None) -> str:
     return "-" if start is None or end is None else fmt_seconds(max(0.0, end - start))
 
@@ -90,6 +102,16 @@ def fmt_step_outcome(step: Step, limit: int = PREVIEW_CHARS) -> str:
     if step.wait is not None:
         return f"(waiting: {step.wait.kind})"
     return preview(step.output, limit)
+
+
+def fmt_tries(step: Step) -> str:
+    """Which try of a step with a retry policy wrote its record (``try 2``), or ""."""
+    return f"try {step.tries}" if step.tries else ""
+
+
+def fmt_step_status(step: Step) -> str:
+    """A step's status, with the try that wrote it for a step with a retry policy: ``failed (try 2)``."""
+    return f"{step.status} ({fmt_tries(step)})" if step.tries else step.status
 
 
 def fmt_rate(rate: float | None) -> str:

@@ -52,6 +52,8 @@ SCRIPT_NAMES = (
     "read_stream",
     "send_signal",
     "take_signal",
+    "schedule_save",
+    "schedule_tick",
 )
 
 #: The helper files in the order the library defines them: each after those it needs.

@@ -83,3 +83,13 @@ def report_child_end(store: Store, run_id: str, queue: str | None) -> None:
 def tell_parent(store: Store, child_id: str, parent_id: str, parent_queue: str) -> str:
     """A child ended: note it on its parent (see ``child_ended.lua``)."""
     return store.scripts.child_ended(child_id=child_id, parent_id=parent_id, parent_queue=parent_queue, now_ms=store.now_ms())
+
+
+def end_for_deadline(store: Store, run_id: str, queue: str, deadline: str, reason: str) -> int:
+    """Before a run is settled failed for ``deadline`` (``start`` | ``timeout``):
+    mark it (``deadlineExceeded``) and cancel its unfinished children with
+    ``reason`` (a cancel may still win the settle; they are canceled either
+    way); how many were canceled. Done before the settle, so that a worker dying
+    in between leaves the run to be failed, and this done, again."""
+    store.redis.hset(store.keys.run(run_id, queue), RunField.DEADLINE_EXCEEDED, deadline)
+    return cancel_children(store, run_id, reason)

@@ -7,8 +7,8 @@ its queue by id) and listed in its parent's children index before it
 exists, then created by ``enqueue_run.lua`` in the same round trip. An
 idempotency key that names a run already returns that run, unless it
 failed, was canceled or is gone: then the key is taken over (the script
-swaps it only if it still names that run); a detached run's key (``step.emit_workflow``)
-always returns the run it names. Enqueue hooks
+swaps it only if it still names that run), unless the request keeps
+whatever run the key names (a schedule's tick, ``step.emit_workflow``'s run). Enqueue hooks
 (``core/enqueue_hooks.py``: tracing) wrap each run started by itself.
 """
 
@@ -66,7 +66,7 @@ def _enqueue_now(store: Store, request: EnqueueRequest) -> str:
         if enqueued.created:
             return run_id
         store.locator.unlist(run_id, enqueued.run_id, children_key, now_ms)
-        if request.detached:  # started once, whatever became of it
+        if request.keep_existing:
             return enqueued.run_id
         existing_status = store.redis.hget(store.keys.run(enqueued.run_id, request.queue), RunField.STATUS)
         if existing_status and existing_status not in _REPLACEABLE:

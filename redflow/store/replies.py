@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from redflow.core.models import RunField
+
 #: The blobs of a start that read none (shared: never changed).
 _NO_BLOBS: dict[str, str | None] = {}
 
@@ -34,8 +36,10 @@ class StartReply:
     ``skip`` (not queued/running: ``status``), ``cancel`` (a cancel is
     pending), ``held`` (a limit holds it back: ``status`` it waits in, and
     ``detail`` the ms it is due, or "") or ``admit`` (its limits are to be
-    computed: ``detail`` is its inputJson). ``attempt`` is the attempt number
-    the start made; ``blobs`` what its input and steps refer to."""
+    computed: ``detail`` is its inputJson) or ``expired`` (past a deadline, not
+    started: ``detail`` is ``start`` or ``timeout``, with its ``fields``).
+    ``attempt`` is the attempt number the start made (of an expired run: its last);
+    ``blobs`` what its input and steps refer to."""
 
     kind: str
     status: str = ""
@@ -53,9 +57,18 @@ class StartReply:
         if kind == "started":
             blobs = dict(zip(reply[4], reply[5])) if len(reply) > 4 else _NO_BLOBS
             return cls(kind, fields=_pairs(reply[1]), steps=_pairs(reply[2]), attempt=int(reply[3]), blobs=blobs)
+        if kind == "expired":
+            fields = _pairs(reply[4])
+            return cls(kind, status=reply[1], workflow=reply[2] or "", fields=fields, attempt=_attempt_of(fields), detail=reply[3])
         if len(reply) > 2:
             return cls(kind, status=reply[1], workflow=reply[2] or "", detail=reply[3] if len(reply) > 3 else "")
         return cls(kind)
+
+
+def _attempt_of(fields: dict[str, str]) -> int:
+    """The attempt count of a run hash as read; a count that is not a number reads as 0 (the worker reports it)."""
+    raw = fields.get(RunField.ATTEMPT, "")
+    return int(raw) if raw.isdigit() else 0
 
 
 @dataclass(slots=True)  # made per run: not frozen, whose __init__ costs 3x

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from redflow.core.blobs import Stored
+from redflow.core.deadlines import NO_DEADLINES, Deadlines
 from redflow.core.models import RunField
 from redflow.core.tags import tags_json
 
@@ -36,8 +37,7 @@ class EnqueueRequest:
     idempotency_ttl_s: int = IDEMPOTENCY_TTL_S
     parent_run_id: str = ""
     #: ``step.emit_workflow``'s run: linked to its parent (``parent_run_id``) but not
-    #: listed among its children (a cancel of the parent leaves it alone), and its
-    #: idempotency key keeps naming it however it ended (a replayed step starts none).
+    #: listed among its children (a cancel of the parent leaves it alone).
     detached: bool = False
     #: A ``run_workflows`` child: its parent's queue, which whoever ends the child tells.
     notify_parent: str = ""
@@ -46,17 +46,30 @@ class EnqueueRequest:
     #: The limits its workflow puts on it (``core/flow.py``); "" when none or not known here.
     limits_json: str = ""
     tags: Mapping[str, str] | None = None
+    #: An idempotency key that names a run returns that run whatever its status, even
+    #: a failed, canceled or deleted one: a schedule's tick, or a replayed
+    #: ``step.emit_workflow``, starts at most one run.
+    keep_existing: bool = False
     #: More fields of the run hash (an enqueue hook's trace context); other clients ignore them.
     fields: Mapping[str, str] = field(default_factory=dict)
+    #: ``start_within`` and ``timeout``, fixed on the run as absolute times when it is created.
+    deadlines: Deadlines = NO_DEADLINES
     #: ``input_json`` is a ``@blob:`` reference: (blob field, blob value), written with the run.
     input_blob: tuple[str, str] | None = None
     #: Also write ``parentRunId`` = "" on a run without a parent, as the asyncio package
     #: does (compat): then whoever ends it adds its entry to its terminal stream.
     mark_parent: bool = False
 
-    def hash_fields(self) -> dict[str, str]:
-        """The run-hash fields beyond the ones every client writes (redflow-gevent extensions)."""
+    def due_ms(self, created_at_ms: int) -> int:
+        """``available_at_ms``, or the run's deadline if that comes first (see ``Deadlines.due_ms``)."""
+        return self.deadlines.due_ms(created_at_ms, self.available_at_ms) if self.deadlines.active else self.available_at_ms
+
+    def hash_fields(self, created_at_ms: int) -> dict[str, str]:
+        """The run-hash fields beyond the ones every client writes (redflow-gevent
+        extensions); ``created_at_ms``: the run's creation, its deadlines count from it."""
         extra = dict(self.fields)
+        if self.deadlines.active:
+            extra.update(self.deadlines.run_fields(created_at_ms, self.due_ms(created_at_ms)))
         if self.mark_parent and not self.parent_run_id:
             extra[RunField.PARENT_RUN_ID] = ""
         if self.notify_parent:
@@ -139,3 +152,25 @@ class SettleRequest:
     def set_error(self, error: Stored, *, retry_at_ms: int = 0) -> None:
         """The attempt's error as stored; ``retry_at_ms``: a retry's due time."""
         self.error_json, self.blob, self.retry_at_ms = error.value, error.blob, retry_at_ms
+
+
+@dataclass(slots=True)
+class TickDone:
+    """The cron leader done with one tick of a schedule, or a trigger that started
+    a run of it (``schedule_tick.lua``)."""
+
+    schedule_id: str
+    #: The tick done (ms), moved on from only if still current; None for a trigger.
+    done_ms: int | None
+    #: The run started ("" for none), and when (Redis ms): the latest becomes the last run.
+    run_id: str = ""
+    run_at_ms: int = 0
+    #: The tick to move on to (ms, and its due ms), None for none.
+    next_tick_ms: int | None = None
+    next_due_ms: int = 0
+    fired: int = 0
+    #: Ticks missed (none reached them within the window) and skipped for overlap.
+    skipped_late: int = 0
+    skipped_overlap: int = 0
+    #: Why the tick started no run ("" when it did or had not to).
+    error: str = ""

@@ -41,7 +41,7 @@ from redflow.store.replies import (
     texts,
     truthy,
 )
-from redflow.store.requests import EnqueueRequest, SettleRequest, SignalTake, StartRequest
+from redflow.store.requests import EnqueueRequest, SettleRequest, SignalTake, StartRequest, TickDone
 
 T = TypeVar("T")
 
@@ -103,10 +103,10 @@ class Scripts:
             *(k.tag_index_keys(workflow, request.tags, queue) if request.tags else ()),
         ]  # fmt: skip
         args: list[Any] = [
-            run_id, workflow, queue, request.input_json, created_at_ms, request.available_at_ms, request.max_attempts,
+            run_id, workflow, queue, request.input_json, created_at_ms, request.due_ms(created_at_ms), request.max_attempts,
             "1" if idempotent else "0", request.idempotency_ttl_s, replace_id, request.parent_run_id, *(request.input_blob or ("", "")),
         ]  # fmt: skip
-        args += [part for pair in request.hash_fields().items() for part in pair]
+        args += [part for pair in request.hash_fields(created_at_ms).items() for part in pair]
         return self._call("enqueue_run", keys, args, conn, Enqueued.parse)
 
     def start_run(self, request: StartRequest, *, conn: Conn = None) -> StartReply:
@@ -364,6 +364,27 @@ class Scripts:
     def claim_scheduled_events(self, *, most: int, claim_ms: int, conn: Conn = None) -> ScheduledClaim:
         """Take up to ``most`` due scheduled events (or ones whose claim ended) for ``claim_ms``."""
         return self._call("claim_scheduled_events", [self.keys.scheduled_events()], [most, claim_ms], conn, ScheduledClaim.parse)
+
+    def schedule_save(
+        self, *, action: str, schedule_id: str, now_ms: int, tick: tuple[int, int] | None = None,
+        fields: Mapping[str, str] | None = None, conn: Conn = None,
+    ) -> str:  # fmt: skip
+        """Create, update, pause, resume or delete a schedule (``tick``: its next tick
+        and due ms, None to keep it); "ok", "exists", "missing" or "unchanged"."""
+        k = self.keys
+        args: list[Any] = [action, schedule_id, now_ms, *(tick if tick is not None else ("", ""))]
+        args += [part for pair in (fields or {}).items() for part in pair]
+        return self._call("schedule_save", [k.schedule(schedule_id), k.schedules(), k.schedules_next()], args, conn, text)
+
+    def schedule_tick(self, done: TickDone, *, conn: Conn = None) -> str:
+        """Record a tick done (or a trigger's run) on its schedule; "ok", "moved" or "gone"."""
+        k = self.keys
+        args = [
+            done.schedule_id, "" if done.done_ms is None else done.done_ms, done.run_id, done.run_at_ms,
+            "" if done.next_tick_ms is None else done.next_tick_ms, "" if done.next_tick_ms is None else done.next_due_ms,
+            done.fired, done.skipped_late, done.skipped_overlap, done.error,
+        ]  # fmt: skip
+        return self._call("schedule_tick", [k.schedule(done.schedule_id), k.schedules_next()], args, conn, text)
 
 
 def run_own_keys(keys: Keys, run_id: str, queue: str | None) -> list[str]:

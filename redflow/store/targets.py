@@ -20,13 +20,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from redflow.core.app_scope import scope_queue
+from redflow.core.deadlines import NO_DEADLINES, Deadlines
 from redflow.core.errors import RedflowError, UnknownWorkflowError
 from redflow.core.flow import check_priority, limits_spec
 from redflow.core.idempotency import step_workflows_idempotency_key
 from redflow.core.input_schema import schema_from_metadata
 from redflow.core.interop import NONE, Interop
 from redflow.core.json_schema import JsonSchema, json_form
-from redflow.core.keys import Keys, scope_queue
+from redflow.core.keys import Keys
 from redflow.core.models import RunField, WorkflowField, max_attempts_of
 from redflow.core.workflow_def import Registry, WorkflowDef, get_default_registry
 from redflow.store.payloads import Payloads
@@ -57,6 +59,7 @@ class Target:
     max_attempts: int
     workflow: WorkflowDef | None
     schema: JsonSchema | None = None
+    deadlines: Deadlines = NO_DEADLINES
     app: str | None = None
 
 
@@ -88,8 +91,9 @@ class Targets:
         return self._synced_target(workflow)
 
     def _of(self, workflow: WorkflowDef) -> Target:
-        app = self.interop.app
-        return Target(workflow.name, self.interop.queue(workflow.queue), workflow.max_attempts, workflow, app=app)
+        """A workflow known here: its queue scoped by this client's app name, if any."""
+        queue = self.interop.queue(workflow.queue)
+        return Target(workflow.name, queue, workflow.max_attempts, workflow, deadlines=workflow.deadlines, app=self.interop.app)
 
     def _local(self, name: str) -> WorkflowDef | None:
         if self.registry is not None and name in self.registry:
@@ -106,24 +110,19 @@ class Targets:
         cached = self._synced.get(name)
         if cached is not None and now_s - cached[0] < self.meta_ttl_s:
             return cached[1]
-        queue, max_attempts, schema_json, schema_check, app = self.redis.hmget(
-            self.keys.workflow(name),
-            [
-                WorkflowField.QUEUE,
-                WorkflowField.MAX_ATTEMPTS,
-                WorkflowField.INPUT_SCHEMA_JSON,
-                WorkflowField.INPUT_SCHEMA_CHECK,
-                WorkflowField.APP,
-            ],
-        )
+        read = [WorkflowField.QUEUE, WorkflowField.MAX_ATTEMPTS, WorkflowField.START_WITHIN_MS, WorkflowField.TIMEOUT_MS]
+        read += [WorkflowField.INPUT_SCHEMA_JSON, WorkflowField.INPUT_SCHEMA_CHECK, WorkflowField.APP]
+        queue, max_attempts, start_within_ms, timeout_ms, schema_json, schema_check, app = self.redis.hmget(self.keys.workflow(name), read)
         if not queue:
             self._synced.pop(name, None)
             raise unknown_workflow(self.redis, self.keys, name, self._local_names())
         fields = {RunField.MAX_ATTEMPTS: max_attempts} if max_attempts else {}
+        what = f"workflow {name}"
+        deadlines = Deadlines.of_metadata(start_within_ms, timeout_ms, what=what)
         schema = schema_from_metadata(schema_json, schema_check)
         app = app or self.interop.app  # the app the metadata names wins, as in the asyncio package
         queue = scope_queue(app, queue) if app else queue
-        target = Target(name, queue, max_attempts_of(fields, what=f"workflow {name}"), None, schema, app)
+        target = Target(name, queue, max_attempts_of(fields, what=what), None, schema, deadlines, app)
         self._synced[name] = (now_s, target)
         return target
 
@@ -167,6 +166,7 @@ class Targets:
             max_attempts or target.max_attempts,
             priority=check_priority(priority),
             limits_json=self._limits_json(target, queue, value) if limited else "",
+            deadlines=target.deadlines,
             input_blob=stored.blob,
             mark_parent=self.interop.mark_parent,
             **options,

@@ -22,7 +22,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from redflow.testing.inline import InlineEvent, InlineRun, InlineRunner, run_inline
+from redflow.testing.inline import InlineRunner, run_inline
+from redflow.testing.inline_runs import InlineEvent, InlineRun
 
 __all__ = ["InlineEvent", "InlineRun", "InlineRunner", "RedisServer", "RedisServerError", "free_port", "redis_server_binary", "run_inline"]
 

@@ -10,6 +10,14 @@ wake time; an event wait resumes on a matching :meth:`InlineRunner.emit_event`
 moves the clock on; a signal wait takes one :meth:`InlineRunner.signal` sent
 (also before it waited); a ``run_workflows`` parent resumes when its last
 child ends. ``emit_workflow``'s runs run at once, as children do.
+
+Retries and deadlines use the same clock: a retry's wait (the workflow's
+policy, as a worker decides it) and a step's wait between tries are
+fast-forwarded like sleeps; a ``delay=`` run (or a scheduled event's) starts
+when :meth:`InlineRunner.advance` reaches its due time, or fails with
+``DeadlineExceededError`` when that is past its ``start_within``; its
+``timeout`` is checked at each step, retry and wait, and a parked run whose
+deadline the clock passes fails then, its unfinished children canceled.
 """
 
 from __future__ import annotations
@@ -19,19 +27,21 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from redflow.core import clock, codec
-from redflow.core.errors import CanceledError, RedflowError, RunFailedError, UnknownWorkflowError, error_to_json
+from redflow.core.deadlines import late as late_for
+from redflow.core.errors import DeadlineExceededError, RedflowError, UnknownWorkflowError
 from redflow.core.idempotency import event_run_idempotency_key, step_workflows_idempotency_key
-from redflow.core.models import OBJECT_RECORDS, STEP_SUCCEEDED, WAIT_CHILDREN, WAIT_SIGNAL, WAIT_SLEEP, EventWaiter, Step, StepField
+from redflow.core.models import OBJECT_RECORDS, STEP_SUCCEEDED, WAIT_CHILDREN, WAIT_SIGNAL, WAIT_SLEEP, EventWaiter, StepField
 from redflow.core.run_state import RunState
 from redflow.core.streams import StreamWriter
 from redflow.core.workflow_def import Registry, WorkflowDef, get_default_registry
+from redflow.engine import deadlines
 from redflow.engine.context import WorkflowContext, call_on_failure
 from redflow.engine.decide import Canceled, Failed, HandlerEnd, Parked, Retrying, Succeeded, decide, returned
-from redflow.engine.interrupts import CancelSignal
+from redflow.engine.interrupts import DEADLINE, CancelSignal, RunInterrupt
 from redflow.engine.run_info import RunInfo
 from redflow.engine.step import StepApi, load_step_cache
 from redflow.engine.step_host import RunningStep, StepHost
@@ -39,8 +49,8 @@ from redflow.engine.waits import ParkRequest
 from redflow.store.payloads import PLAIN
 from redflow.store.replies import StepSaved
 from redflow.store.requests import SignalTake
+from redflow.testing.inline_runs import UNFINISHED, InlineEvent, InlineRun
 from redflow.testing.inline_signals import SignalBuffers
-from redflow.testing.inline_stream import InlineStream
 
 if TYPE_CHECKING:
     from redflow.client import RedflowClient
@@ -48,64 +58,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("redflow.testing")
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True, slots=True)
-class InlineEvent:
-    """An event a run emitted (``at`` is ``None``) or scheduled."""
-
-    name: str
-    payload: Any
-    at: float | None
-    run_ids: tuple[str, ...]
-
-
-@dataclass(eq=False)
-class InlineRun:
-    """One run executed by an :class:`InlineRunner`: what a worker would have stored."""
-
-    id: str
-    workflow: str
-    input: Any
-    max_attempts: int
-    status: str = "queued"  # then succeeded | failed | canceled; "scheduled" runs never start
-    output: Any = None
-    error: BaseException | None = None
-    attempt: int = 0
-    step_records: dict[str, str] = field(default_factory=dict)  # name -> step JSON, as in Redis
-    children: list[InlineRun] = field(default_factory=list)
-    events: list[InlineEvent] = field(default_factory=list)
-    progress: Any = None
-    stream: InlineStream = field(default_factory=InlineStream)  # what ctx.stream wrote: StreamItem (id, value), .attempt
-    parent_id: str | None = None
-    #: While parked in a durable wait (status ``scheduled``): the wait.
-    parked: ParkRequest | None = None
-
-    @property
-    def steps(self) -> list[Step]:
-        """The run's steps as :class:`redflow.Step` objects, in seq order."""
-        return sorted((Step.from_json(name, raw) for name, raw in self.step_records.items()), key=lambda s: (s.seq, s.name))
-
-    def result(self) -> Any:
-        """The output; for a failed or canceled run, its error itself is raised (with its traceback)."""
-        if self.status == "succeeded":
-            return self.output
-        if self.error is not None:
-            raise self.error
-        if self.parked is not None:
-            raise RedflowError(
-                f"run {self.id} is parked ({self.parked.reason} in step {self.parked.step!r}): "
-                "use InlineRunner.emit_event, signal or advance to resume it"
-            )
-        raise RedflowError(f"run {self.id} did not run (status {self.status!r})")
-
-    def outcome(self) -> Any:
-        """What a parent's ``step.run_workflow`` sees: the output, ``RunFailedError`` or ``CanceledError``."""
-        if self.status == "failed" and self.error is not None:
-            raise RunFailedError(self.id, error_to_json(self.error))
-        if self.status == "canceled":
-            raise CanceledError()
-        return self.result()
 
 
 class _InlineClient:
@@ -124,10 +76,14 @@ class _InlineClient:
         idempotency_key: str | None = None,
         max_attempts: int | None = None,
         parent_run_id: str | None = None,
+        delay: float | None = None,
+        run_at: float | None = None,
         **_options: Any,
     ) -> InlineRun:
-        """``client.run``: ``queue``, ``delay`` and ``run_at`` are accepted and ignored (it runs now)."""
-        return self._runner.start(workflow, input, idempotency_key=idempotency_key, max_attempts=max_attempts, parent=self._current)
+        """``client.run``: a run with ``delay`` or ``run_at`` waits for :meth:`InlineRunner.advance`; ``queue`` is ignored."""
+        return self._runner.start(
+            workflow, input, idempotency_key=idempotency_key, max_attempts=max_attempts, parent=self._current, delay=delay, at=run_at
+        )
 
     def wait_for(self, run_id: str, *, timeout: float = 30.0, assist: Any = None) -> InlineRun:
         return self._runner.runs[run_id]
@@ -147,7 +103,7 @@ class _InlineAttempt:
     def __init__(self, runner: InlineRunner, run: InlineRun, queue: str) -> None:
         self._runner = runner
         self.run_id = run.id
-        self.info = RunInfo(run.id, run.workflow, queue, run.attempt, run.max_attempts)
+        self.info = RunInfo(run.id, run.workflow, queue, run.attempt, run.max_attempts, deadline_ms=run.deadline_ms)
         self.signal = CancelSignal()  # nothing cancels an inline run from outside
         self.client = _InlineClient(runner, run)
         self.payloads = PLAIN
@@ -159,7 +115,14 @@ class _InlineAttempt:
         return self._runner.now_ms()  # no Redis: the runner's clock
 
     def raise_if_interrupted(self) -> None:
-        """Nothing interrupts an inline run: no lease to lose, no worker stopping."""
+        """Only its deadline interrupts an inline run (checked at each step): no lease to lose, no worker stopping."""
+        deadline_ms = self.info.deadline_ms
+        if deadline_ms is not None and self.now_ms() >= deadline_ms:
+            raise RunInterrupt(DEADLINE)
+
+    def pause(self, delay_ms: int) -> None:
+        """A step's wait between tries: fast-forwarded."""
+        self._runner.skip_ms(delay_ms)
 
     def confirm_owner(self) -> None:
         """An inline run has no lease to lose."""
@@ -226,8 +189,8 @@ class InlineRunner:
 
     Workflow names resolve in ``registry`` (default: the default registry).
     Idempotency keys work as with Redis: the same key gives the same run,
-    unless that run failed or was canceled. Retries happen at once, without
-    the backoff wait. Durable waits: see the module's docstring."""
+    unless that run failed or was canceled. Retries, delays, deadlines and
+    durable waits run on the runner's clock: see the module's docstring."""
 
     def __init__(self, registry: Registry | None = None) -> None:
         self.registry = registry if registry is not None else get_default_registry()
@@ -239,13 +202,20 @@ class InlineRunner:
         self._ahead_ms = 0
         self._scheduled_events: list[tuple[float, str, str]] = []  # (fire ms, event, payload JSON)
 
-    def run(self, workflow: WorkflowDef | str, input: Any = None, *, max_attempts: int | None = None) -> InlineRun:
-        """Run ``workflow`` to its end (or until it parks) and return the run (see ``InlineRun.result()``)."""
-        return self.start(workflow, input, max_attempts=max_attempts)
+    def run(
+        self, workflow: WorkflowDef | str, input: Any = None, *, max_attempts: int | None = None, delay: float | None = None
+    ) -> InlineRun:
+        """Run ``workflow`` to its end (or until it parks) and return the run (see ``InlineRun.result()``);
+        with ``delay`` (seconds), it starts when :meth:`advance` reaches its due time."""
+        return self.start(workflow, input, max_attempts=max_attempts, delay=delay)
 
     def now_ms(self) -> int:
         """The runner's clock: local time, plus every sleep fast-forwarded and every :meth:`advance`."""
         return clock.now_ms() + self._ahead_ms
+
+    def skip_ms(self, ms: int) -> None:
+        """Move the clock on by ``ms`` without running anything (a wait fast-forwarded)."""
+        self._ahead_ms += max(0, ms)
 
     def event_time_ms(self) -> float:
         """The runner's clock to the microsecond: when a wait began, when a scheduled
@@ -267,8 +237,10 @@ class InlineRunner:
         max_attempts: int | None = None,
         parent: InlineRun | None = None,
         at: float | None = None,
+        delay: float | None = None,
     ) -> InlineRun:
-        """Create a run (as ``client.run`` would: input validated, JSON only) and run it unless ``at`` is set."""
+        """Create a run (as ``client.run`` would: input validated, JSON only) and run it, unless it
+        is due later (unix time ``at`` or ``delay`` seconds): then :meth:`advance` starts it."""
         wf = self.resolve(workflow)
         if max_attempts is not None and (not isinstance(max_attempts, int) or max_attempts < 1):
             raise RedflowError("max_attempts must be an int >= 1")
@@ -284,8 +256,12 @@ class InlineRunner:
         if parent is not None:
             parent.children.append(run)
             run.parent_id = parent.id
-        if at is not None:
-            run.status = "scheduled"
+        created_ms = self.now_ms()
+        due_ms = int(at * 1000) if at is not None else created_ms + int(delay * 1000) if delay else 0
+        due_ms = wf.deadlines.due_ms(created_ms, due_ms)
+        run.start_by_ms, run.deadline_ms = wf.deadlines.times(created_ms, due_ms)
+        if due_ms > created_ms:
+            run.status, run.due_ms = "scheduled", due_ms
         else:
             self._execute(wf, run)
         return run
@@ -295,6 +271,11 @@ class InlineRunner:
         (decided as a worker decides: ``engine/decide.py``)."""
         value = wf.validate(run.input)  # the worker validates the stored input again
         while True:
+            late = late_for(run.start_by_ms, run.deadline_ms, started=run.attempt > 0, now_ms=self.now_ms())
+            if late:  # as the start script refuses it: failed, the handler not called
+                info = RunInfo(run.id, run.workflow, wf.queue, run.attempt, run.max_attempts, deadline_ms=run.deadline_ms)
+                self._end(run, deadlines.expired(wf, value, info, late))
+                return
             run.attempt += 0 if resuming else 1
             run.status, run.parked, resuming = "running", None, False
             host = _InlineAttempt(self, run, wf.queue)
@@ -309,25 +290,39 @@ class InlineRunner:
             )
             try:
                 end = returned(wf.handler(ctx), PLAIN)
+            except RunInterrupt as exc:  # its deadline, checked at a step
+                end = HandlerEnd(interrupted=exc.reason)
             except BaseException as exc:  # noqa: BLE001 - a handler's failure (even SystemExit), decided below
                 end = HandlerEnd(error=exc)
-            match decide(end, host.info, wf):
+            outcome = decide(end, host.info, wf, self.now_ms())
+            match outcome:
                 case Parked(request):
                     if self._park(run, request):
                         resuming = True
                         continue
                     return
-                case Retrying():
-                    continue  # at once: inline runs do not wait the backoff
-                case Canceled(error):
-                    run.status, run.error = "canceled", error
-                case Failed(error):
-                    run.status, run.error = "failed", error
-                    call_on_failure(wf, error, value, host.info)
-                case Succeeded(output_json):
-                    run.status, run.output = "succeeded", codec.loads(output_json)
-            self._wake_parent(run)
+                case Retrying(delay_ms=delay_ms):
+                    run.retry_delays_ms.append(delay_ms)
+                    self.skip_ms(delay_ms)  # the wait, fast-forwarded
+                    continue
+                case Succeeded() | Failed() | Canceled():
+                    if isinstance(outcome, Failed):
+                        call_on_failure(wf, outcome.error, value, host.info)
+                    self._end(run, outcome)
             return
+
+    def _end(self, run: InlineRun, outcome: Succeeded | Failed | Canceled) -> None:
+        """The run ended so: store it (a run failed by its deadline cancels its unfinished children), tell its parent."""
+        match outcome:
+            case Canceled(error):
+                run.status, run.error = "canceled", error
+            case Failed(error):
+                run.status, run.error = "failed", error
+                if isinstance(error, DeadlineExceededError):
+                    run.cancel_children(deadlines.CHILD_CANCEL_REASON)
+            case Succeeded(output_json):
+                run.status, run.output = "succeeded", codec.loads(output_json)
+        self._wake_parent(run)
 
     def _park(self, run: InlineRun, request: ParkRequest) -> bool:
         """Park ``run`` as a worker's settle does; whether it goes on at once (a
@@ -358,7 +353,7 @@ class InlineRunner:
         parent = self.runs.get(child.parent_id or "")
         if parent is None or parent.parked is None or parent.parked.reason != WAIT_CHILDREN:
             return
-        if all(self.runs[i].status not in ("queued", "running", "scheduled") for i in parent.parked.running if i in self.runs):
+        if all(self.runs[i].status not in UNFINISHED for i in parent.parked.running if i in self.runs):
             self._resume(parent)
 
     def state_of(self, run_id: str) -> RunState | None:
@@ -387,7 +382,8 @@ class InlineRunner:
 
     def advance(self, seconds: float) -> None:
         """Move the runner's clock on: scheduled events due by then reach their
-        waiters, and runs whose wait is due (an event wait's timeout) resume."""
+        waiters, runs whose wait is due (an event wait's timeout, a deadline)
+        resume, and delayed runs due by then start, at the new time."""
         self._ahead_ms += int(seconds * 1000)
         now_ms = self.now_ms()
         due = sorted(event for event in self._scheduled_events if event[0] <= now_ms)
@@ -400,6 +396,11 @@ class InlineRunner:
         )
         for run in parked:
             self._resume(run)
+        delayed = [run for run in self.runs.values() if run.due_ms is not None and run.due_ms <= now_ms]
+        for run in sorted(delayed, key=lambda run: run.due_ms or 0):
+            if run.due_ms is not None:  # not canceled meanwhile
+                run.due_ms = None
+                self._execute(self.resolve(run.workflow), run)
 
     def fan_out(self, current: InlineRun | None, name: str, payload: Any, idempotency_key: str | None, *, at: float | None) -> list[str]:
         """An event: start (or schedule) one run per workflow subscribed to ``name``, and

@@ -15,7 +15,7 @@ from redflow.ops.dashboard import serve
 from redflow.ops.views.stats import workflow_stats
 from redflow.ops.views.workers import list_workers
 from redflow.store.catalog import LIBRARY
-from redflow.store.requests import EnqueueRequest, SettleRequest, SignalTake, StartRequest
+from redflow.store.requests import EnqueueRequest, SettleRequest, SignalTake, StartRequest, TickDone
 from redflow.store.scripts import Scripts
 
 #: A reply of each script's shape, for the recorder.
@@ -81,7 +81,10 @@ def test_every_script_touches_keys_of_one_slot_in_cluster_mode():
     scripts.send_signal(**common, name="approve", payload_json="{}", now_ms=1, bounds=(1, 1))
     scripts.take_signal(**common, token="t", lease_ms=1000, take=SignalTake("s", "approve", "{}", "{", "}", None, 1))
     scripts.settle_run(SettleRequest("run_1", "emails", "parked", "t", 1000, 1, park=["signal", "s", "{}", "1", "approve"]))
-    assert len(rec.calls) == 26
+    # schedules as data: an operator's change, the leader's tick
+    scripts.schedule_save(action="create", schedule_id="nightly", now_ms=1, tick=(2, 3), fields={"cron": "* * * * *"})
+    scripts.schedule_tick(TickDone("nightly", 2, run_id="run_1", run_at_ms=1, next_tick_ms=4, next_due_ms=5))
+    assert len(rec.calls) == 28
     # start, take, the settles, cancel and heal_limit build keys from a prefix argument (the scope, a queue's
     # prefix, the run key prefix; limits name theirs, under the queue's tag: limits.lua checks)
     assert sum(1 for keys in rec.calls if keys[-1].endswith(":x")) == 7

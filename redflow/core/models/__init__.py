@@ -6,7 +6,8 @@ that spells the camelCase field names of DATA_MODEL.md.
   :class:`Run`;
 - :mod:`.steps`: step records (``StepField``), :class:`Step`, the durable
   wait a step is parked in, event waiter entries, scheduled events;
-- :mod:`.records`: retention, cron and event trigger definitions, worker records.
+- :mod:`.records`: retention, cron and event trigger definitions, worker records;
+- :mod:`.schedules`: schedules as data (``ScheduleField``) and :class:`Schedule`.
 
 Stored times are integer ms; the objects here carry float unix seconds.
 """
@@ -37,6 +38,7 @@ from redflow.core.models.runs import (
     payload,
     unreadable_error,
 )
+from redflow.core.models.schedules import Schedule, ScheduleField, definition_fields
 from redflow.core.models.steps import (
     ARRAY_RECORDS,
     OBJECT_RECORDS,
@@ -85,6 +87,8 @@ __all__ = [
     "STEP_RUNNING",
     "STEP_SUCCEEDED",
     "STEP_UNREADABLE",
+    "Schedule",
+    "ScheduleField",
     "Step",
     "StepField",
     "TriggerField",
@@ -99,6 +103,7 @@ __all__ = [
     "cron_def_json",
     "cron_triggers_json",
     "decoded",
+    "definition_fields",
     "event_def_json",
     "event_triggers_json",
     "int_field",

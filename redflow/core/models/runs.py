@@ -87,6 +87,14 @@ class RunField:
     NOTIFY_PARENT = "notifyParent"
     #: ``ctx.progress(value)``: the latest value, JSON.
     PROGRESS_JSON = "progressJson"
+    # deadlines (redflow-gevent extension; see redflow/core/deadlines.py): absolute
+    # times in Redis ms, and the durations a manual retry counts again from
+    START_BY = "startBy"
+    START_WITHIN_MS = "startWithinMs"
+    DEADLINE_AT = "deadlineAt"
+    TIMEOUT_MS = "timeoutMs"
+    #: Which deadline ended the run (``start`` | ``timeout``), written as it is failed for it.
+    DEADLINE_EXCEEDED = "deadlineExceeded"
 
 
 #: The run fields that hold payloads, which may be ``@blob:`` references (core/blobs.py).
@@ -114,8 +122,13 @@ class WorkflowField:
     INPUT_SCHEMA_JSON = "inputSchemaJson"
     #: how a client without the code may check input against it: strict, lax (redflow-gevent extension)
     INPUT_SCHEMA_CHECK = "inputSchemaCheck"
+    #: its retry policy when not the default (``RetryPolicy.summary``), for the views
+    RETRY_JSON = "retryJson"
+    #: its deadlines in ms, which a client enqueueing it by name applies too
+    START_WITHIN_MS = "startWithinMs"
+    TIMEOUT_MS = "timeoutMs"
     #: the app name of the worker that synced it (the asyncio package's, 0.0.8 and later):
-    #: its ``queue`` is scoped by it (``shop:default``, core/keys.py's scope_queue)
+    #: its ``queue`` is scoped by it (``shop:default``, core/app_scope.py's scope_queue)
     APP = "app"
 
 
@@ -178,10 +191,21 @@ class Run:
     #: While parked in a durable wait: ``sleep``, ``event`` or ``children``, and the step's name.
     parked_for: str | None = None
     parked_step: str | None = None
+    #: Deadlines (unix seconds): the latest first start (``start_within``) and the end of its ``timeout``.
+    start_by: float | None = None
+    deadline_at: float | None = None
+    #: ``start`` or ``timeout`` when it ended failed by that deadline.
+    deadline_exceeded: str | None = None
 
     @property
     def is_terminal(self) -> bool:
         return self.status in TERMINAL_STATUSES
+
+    @property
+    def next_retry_at(self) -> float | None:
+        """When its next attempt is due, while a failed attempt's retry is scheduled."""
+        retrying = self.status == "scheduled" and not self.parked_for and self.attempt > 0 and self.error is not None
+        return self.available_at if retrying else None
 
     @classmethod
     def from_hash(cls, run_id: str, fields: Mapping[str, str], *, blobs: Mapping[str, str | None] | None = None) -> Run:
@@ -228,6 +252,9 @@ class Run:
             progress=json_field(RunField.PROGRESS_JSON),
             parked_for=fields.get(RunField.PARKED_FOR) or None,
             parked_step=fields.get(RunField.PARKED_STEP) or None,
+            start_by=ms(RunField.START_BY),
+            deadline_at=ms(RunField.DEADLINE_AT),
+            deadline_exceeded=fields.get(RunField.DEADLINE_EXCEEDED) or None,
         )
 
 

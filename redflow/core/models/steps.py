@@ -27,6 +27,8 @@ class StepField:
     ATTEMPT = "attempt"
     #: A durable wait's (a redflow-gevent extension): see :class:`Wait`.
     WAIT = "wait"
+    #: A step run with a retry policy: which try of this attempt wrote it (a redflow-gevent extension).
+    TRIES = "tries"
 
 
 STEP_RUNNING = "running"
@@ -53,6 +55,8 @@ class Step:
     attempt: int | None = None
     #: What a step parked in a durable wait waits for (its record is ``running`` meanwhile).
     wait: Wait | None = None
+    #: Of a step run with ``retry=``: the try that wrote the record (1 for the first).
+    tries: int | None = None
 
     @classmethod
     def from_json(cls, name: str, raw: str, *, blobs: Mapping[str, str | None] | None = None, run_id: str = "") -> Step:
@@ -82,6 +86,7 @@ class Step:
             finished_at=ms_to_s(record.get("finishedAt")),
             attempt=_positive_int(record.get("attempt")),
             wait=Wait.of_record(record),
+            tries=_positive_int(record.get("tries")),
         )
 
 
@@ -129,9 +134,12 @@ def step_running_json(seq: int, started_at_ms: int) -> str:
     return codec.dumps({"status": STEP_RUNNING, "seq": seq, "startedAt": started_at_ms})
 
 
-def step_succeeded_json(seq: int, started_at_ms: int, finished_at_ms: int, output_json: str, attempt: int | None = None) -> str:
-    """A succeeded step; ``attempt`` (an extension other clients ignore) marks which attempt ran it."""
-    return _step_ended_json(STEP_SUCCEEDED, seq, started_at_ms, finished_at_ms, ("outputJson", output_json), attempt)
+def step_succeeded_json(
+    seq: int, started_at_ms: int, finished_at_ms: int, output_json: str, attempt: int | None = None, tries: int = 0
+) -> str:
+    """A succeeded step; ``attempt`` and ``tries`` (extensions other clients ignore) mark
+    which attempt ran it and, for a step with a retry policy, which try (0: none)."""
+    return _step_ended_json(STEP_SUCCEEDED, seq, started_at_ms, finished_at_ms, ("outputJson", output_json), attempt, tries)
 
 
 def step_succeeded_around(seq: int, started_at_ms: int, finished_at_ms: int, attempt: int | None = None) -> tuple[str, str]:
@@ -143,14 +151,18 @@ def step_succeeded_around(seq: int, started_at_ms: int, finished_at_ms: int, att
     return record[:cut], record[cut + 2 :]
 
 
-def step_failed_json(seq: int, started_at_ms: int, finished_at_ms: int, error_json: str, attempt: int | None = None) -> str:
-    return _step_ended_json(STEP_FAILED, seq, started_at_ms, finished_at_ms, ("errorJson", error_json), attempt)
+def step_failed_json(seq: int, started_at_ms: int, finished_at_ms: int, error_json: str, attempt: int | None = None, tries: int = 0) -> str:
+    return _step_ended_json(STEP_FAILED, seq, started_at_ms, finished_at_ms, ("errorJson", error_json), attempt, tries)
 
 
-def _step_ended_json(status: str, seq: int, started_at_ms: int, finished_at_ms: int, result: tuple[str, str], attempt: int | None) -> str:
+def _step_ended_json(
+    status: str, seq: int, started_at_ms: int, finished_at_ms: int, result: tuple[str, str], attempt: int | None, tries: int
+) -> str:
     record: dict[str, Any] = {"status": status, "seq": seq, "startedAt": started_at_ms, "finishedAt": finished_at_ms, result[0]: result[1]}
     if attempt is not None:
         record["attempt"] = attempt
+    if tries:
+        record["tries"] = tries
     return codec.dumps(record)
 
 
@@ -227,11 +239,12 @@ class StepForm:
         """A step in progress (the lease keeper's marker)."""
         return step_running_json(seq, started_at_ms)
 
-    def succeeded(self, seq: int, attempt: int | None, started_at_ms: int, finished_at_ms: int, output_json: str) -> str:
-        return step_succeeded_json(seq, started_at_ms, finished_at_ms, output_json, attempt)
+    def succeeded(self, seq: int, attempt: int | None, started_at_ms: int, finished_at_ms: int, output_json: str, tries: int = 0) -> str:
+        """A step's success; ``tries``: which try of a step with a retry policy wrote it (0: none)."""
+        return step_succeeded_json(seq, started_at_ms, finished_at_ms, output_json, attempt, tries)
 
-    def failed(self, seq: int, attempt: int | None, started_at_ms: int, finished_at_ms: int, error_json: str) -> str:
-        return step_failed_json(seq, started_at_ms, finished_at_ms, error_json, attempt)
+    def failed(self, seq: int, attempt: int | None, started_at_ms: int, finished_at_ms: int, error_json: str, tries: int = 0) -> str:
+        return step_failed_json(seq, started_at_ms, finished_at_ms, error_json, attempt, tries)
 
     def waiting(self, seq: int, attempt: int, started_at_ms: int, wait: Wait) -> str:
         """A step parked in a durable wait."""
@@ -250,10 +263,10 @@ class _ArrayForm(StepForm):
     def running(self, seq: int, attempt: int, started_at_ms: int) -> str:
         return running_array(seq, attempt, started_at_ms)
 
-    def succeeded(self, seq: int, attempt: int | None, started_at_ms: int, finished_at_ms: int, output_json: str) -> str:
-        return finished_array(STEP_SUCCEEDED, seq, attempt or 1, output_json)
+    def succeeded(self, seq: int, attempt: int | None, started_at_ms: int, finished_at_ms: int, output_json: str, tries: int = 0) -> str:
+        return finished_array(STEP_SUCCEEDED, seq, attempt or 1, output_json)  # (its times and tries have no slot)
 
-    def failed(self, seq: int, attempt: int | None, started_at_ms: int, finished_at_ms: int, error_json: str) -> str:
+    def failed(self, seq: int, attempt: int | None, started_at_ms: int, finished_at_ms: int, error_json: str, tries: int = 0) -> str:
         return finished_array(STEP_FAILED, seq, attempt or 1, error_json)
 
     def waiting(self, seq: int, attempt: int, started_at_ms: int, wait: Wait) -> str:

@@ -24,7 +24,7 @@ from redflow.ops.observe.logs import setup_logging
 #: Each is imported on its own, so that one that fails to import leaves the others working.
 COMMAND_MODULES: tuple[str, ...] = (
     "redflow.ops.cli.runs", "redflow.ops.cli.queues", "redflow.ops.cli.cron", "redflow.ops.cli.workers", "redflow.ops.cli.stats",
-    "redflow.ops.cli.dashboard", "redflow.bench.command",
+    "redflow.ops.cli.dashboard", "redflow.bench.command", "redflow.ops.cli.schedules",
 )  # fmt: skip
 
 

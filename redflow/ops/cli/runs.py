@@ -21,7 +21,7 @@ from redflow.core.models import Run, Step
 from redflow.core.retention import FINISHED_STATUSES
 from redflow.ops.cli import run_signal, tail
 from redflow.ops.cli.common import command, common_options, emit, jsonable
-from redflow.ops.cli.values import positive_int
+from redflow.ops.cli.values import duration_s, positive_int
 from redflow.ops.control import bulk
 from redflow.ops.control.bulk import Filters
 from redflow.ops.control.runs import ActionResult, cancel_run, retry_run
@@ -32,10 +32,12 @@ from redflow.ops.format import (
     fmt_error,
     fmt_seconds,
     fmt_step_outcome,
+    fmt_step_status,
     fmt_time,
     format_table,
     preview,
 )
+from redflow.ops.views.policies import RunPolicy, policy_facts, run_policy
 from redflow.store.bulk import CANCELABLE, RETRYABLE
 
 
@@ -60,7 +62,7 @@ def register(subparsers: Any) -> None:
     run_signal.register(runs_sub, common)
 
     purge = runs_sub.add_parser("purge", parents=[common], help="delete finished runs that ended long enough ago (never a live run)")
-    purge.add_argument("--older-than", type=_duration, required=True, metavar="DURATION", help="e.g. 90s, 15m, 1h, 7d")
+    purge.add_argument("--older-than", type=duration_s, required=True, metavar="DURATION", help="e.g. 90s, 15m, 1h, 7d")
     purge.add_argument("--status", choices=FINISHED_STATUSES, help="only runs that ended in this status")
     purge.add_argument("--workflow", help="only runs of this workflow")
     purge.add_argument("--dry-run", action="store_true", help="count them, delete nothing")
@@ -152,25 +154,9 @@ def _runs_show(client: RedflowClient, args: argparse.Namespace) -> int:
     if run is None:
         print(f"no run {args.run_id}", file=sys.stderr)
         return 1
-    steps = client.get_steps(args.run_id)
-    emit(args, {"run": jsonable(run), "steps": jsonable(steps)}, run_details(run, steps))
+    steps, policy = client.get_steps(args.run_id), run_policy(client, run)
+    emit(args, {"run": jsonable(run), "steps": jsonable(steps), "policy": jsonable(policy)}, run_details(run, steps, policy))
     return 0
-
-
-_DURATION_UNITS_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
-
-
-def _duration(text: str) -> float:
-    """``90``, ``90s``, ``15m``, ``1.5h``, ``7d`` or ``2w`` as seconds."""
-    value = text.strip().lower()
-    unit = _DURATION_UNITS_S.get(value[-1:], 0.0) if value else 0.0
-    try:
-        seconds = float(value[:-1] if unit else value) * (unit or 1.0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (say 90s, 15m, 1h, 7d)") from None
-    if not seconds >= 0 or seconds == float("inf"):
-        raise argparse.ArgumentTypeError(f"a duration is >= 0 and finite, not {text!r}")
-    return seconds
 
 
 def _runs_purge(client: RedflowClient, args: argparse.Namespace) -> int:
@@ -187,7 +173,7 @@ def runs_table(runs: Sequence[Run]) -> str:
     return format_table(("ID", "WORKFLOW", "STATUS", "ATTEMPT", "CREATED (UTC)", "DURATION"), rows)
 
 
-def run_details(run: Run, steps: Sequence[Step]) -> str:
+def run_details(run: Run, steps: Sequence[Step], policy: RunPolicy | None = None) -> str:
     fields = [
         ("run", run.id), ("workflow", run.workflow), ("queue", run.queue), ("status", run.status),
         ("attempt", fmt_attempt(run)), ("created", fmt_time(run.created_at)), ("started", fmt_time(run.started_at)),
@@ -196,9 +182,10 @@ def run_details(run: Run, steps: Sequence[Step]) -> str:
         ("cancel", run.cancel_reason or ("requested" if run.cancel_requested_at else "-")), ("parent", run.parent_run_id or "-"),
         ("tags", " ".join(f"{k}={v}" for k, v in run.tags.items()) or "-"),
         ("waiting", describe_wait(run, steps)), ("progress", preview(run.progress, 200) if run.progress is not None else "-"),
+        *(policy_facts(policy, run.status) if policy is not None else ()),
     ]  # fmt: skip
     head = "\n".join(f"{name:<9} {value}" for name, value in fields)
     if not steps:
         return head + "\n\n(no steps)"
-    rows = [(s.seq, s.name, s.status, fmt_duration(s.started_at, s.finished_at), fmt_step_outcome(s)) for s in steps]
+    rows = [(s.seq, s.name, fmt_step_status(s), fmt_duration(s.started_at, s.finished_at), fmt_step_outcome(s)) for s in steps]
     return head + "\n\n" + format_table(("SEQ", "STEP", "STATUS", "DURATION", "OUTPUT / ERROR"), rows)

@@ -18,7 +18,7 @@ from redflow.core.errors import RedflowError
 #: Done.
 EXIT_OK = 0
 #: The command ran and the answer is no: a run that already ended (``runs
-#: cancel``), no such run or cron trigger, a regression (``bench --compare``),
+#: cancel``), no such run, cron trigger or schedule, a regression (``bench --compare``),
 #: "no" at a confirmation prompt.
 EXIT_NO = 1
 #: It could not run as asked: an unknown or misplaced option, a bad value, an
@@ -31,9 +31,10 @@ EXIT_CLOSED_OUTPUT = 141
 
 EXIT_RULE = """\
 exit status: 0 done; 1 the command ran and the answer is no (a run that already
-ended, no such run or cron trigger, a bench regression); 2 it could not run as
-asked (an unknown or misplaced option, a bad value, an unreachable or refusing
-Redis, a start-up error); 141 the reader of its output went away (| head)."""
+ended, no such run, cron trigger or schedule, a bench regression); 2 it could
+not run as asked (an unknown or misplaced option, a bad value, an unreachable
+or refusing Redis, a start-up error); 141 the reader of its output went away
+(| head)."""
 
 T = TypeVar("T")
 
@@ -91,3 +92,19 @@ def port_number(text: str) -> int:
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"a port is 0 to 65535, got {value}")
     return value
+
+
+_DURATION_UNITS_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
+
+
+def duration_s(text: str) -> float:
+    """``90``, ``90s``, ``15m``, ``1.5h``, ``7d`` or ``2w`` as seconds (>= 0, finite)."""
+    value = text.strip().lower()
+    unit = _DURATION_UNITS_S.get(value[-1:], 0.0) if value else 0.0
+    try:
+        seconds = float(value[:-1] if unit else value) * (unit or 1.0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (say 90s, 15m, 1h, 7d)") from None
+    if not seconds >= 0 or seconds == float("inf"):
+        raise argparse.ArgumentTypeError(f"a duration is >= 0 and finite, not {text!r}")
+    return seconds

@@ -20,7 +20,7 @@ from redflow.core.errors import RedflowError
 from redflow.core.keys import TERMINAL_STATUSES
 from redflow.core.models import Run
 from redflow.ops.control.runs import cancel_run, retry_run
-from redflow.ops.dashboard import operations
+from redflow.ops.dashboard import operations, schedules
 from redflow.ops.dashboard.access import ACTIONS_OFF, authorize, token_bytes
 from redflow.ops.dashboard.api import Api, is_api_path
 from redflow.ops.dashboard.api_body import DEFAULT_MAX_BODY_BYTES
@@ -109,6 +109,7 @@ class Dashboard:
         if is_api_path(path):
             return self.api(environ, base)  # JSON in and out, errors too
         done = operations.route(self.client, self._token, environ, path, method)  # bulk and cron actions
+        done = done or schedules.route(self.client, self._token, environ, path, method)
         if done is not None:
             title, message = done
             return self._page(base, "200 OK", title, message)
@@ -122,6 +123,8 @@ class Dashboard:
             return self._html(base, "Dashboard", self.pages.overview(base, query), nav="overview")
         if path == "/workflows":
             return self._html(base, "Workflows", self.pages.workflows(base, query), nav="workflows")
+        if path == schedules.PAGE_PATH:
+            return self._html(base, "Schedules", schedules.schedules_page(self.client, self.actions_enabled, base), nav="schedules")
         if path == "/static/style.css":
             return Response("200 OK", self._css, "text/css; charset=utf-8")
         if path == "/static/stream.js":
@@ -147,7 +150,7 @@ class Dashboard:
         current = ' aria-current="page"'
         links = "".join(
             f'<a href="{h(base)}{href}"{current if name == nav else ""}>{h(name)}</a>'
-            for name, href in (("overview", "/"), ("workflows", "/workflows"))
+            for name, href in (("overview", "/"), ("workflows", "/workflows"), ("schedules", schedules.PAGE_PATH))
         )
         page = self._render("page.html", title=h(title), base=h(base), prefix=h(self.client.prefix), now=h(now), nav=links, body=body)
         return Response(status, page.encode())

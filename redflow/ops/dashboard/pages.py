@@ -29,9 +29,11 @@ from redflow.ops.format import (
     fmt_seconds,
     fmt_step_outcome,
     fmt_time,
+    fmt_tries,
     preview,
 )
 from redflow.ops.views.flow import flow_rows
+from redflow.ops.views.policies import policy_facts, run_policy
 from redflow.ops.views.queues import queue_counts, workflow_names
 from redflow.ops.views.stats import DEFAULT_MAX_RUNS, WINDOWS, parse_window, workflow_stats
 from redflow.ops.views.workers import list_workers
@@ -127,14 +129,14 @@ class Pages:
         stats = workflow_stats(self.client, parse_window(window))
         rows = [
             [f'<a href="{h(base)}/?workflow={h(s.workflow)}">{h(s.workflow)}</a>{"*" if s.partial else ""}', h(f"{s.runs:,}"),
-             *(h(s.counts[st]) if s.counts[st] else '<span class="muted">0</span>' for st in RUN_STATUSES),
+             *(h(n) if n else '<span class="muted">0</span>' for n in (*(s.counts[st] for st in RUN_STATUSES), s.expired)),
              h(fmt_rate(s.success_rate)), h(fmt_optional_s(s.p50_s)), h(fmt_optional_s(s.p95_s)),
              f'{run_link(base, s.latest_error_run, short=True)}<br><span class="error-text">{h(fmt_error(s.latest_error))}</span>'
              if s.latest_error_run else '<span class="muted">-</span>']
             for s in stats
         ]  # fmt: skip
-        headers = ("workflow", "runs", *RUN_STATUSES, "success", "p50", "p95", "latest error")
-        numeric = tuple(range(1, 2 + len(RUN_STATUSES) + 3))
+        headers = ("workflow", "runs", *RUN_STATUSES, "expired", "success", "p50", "p95", "latest error")
+        numeric = tuple(range(1, 2 + len(RUN_STATUSES) + 4))
         partial = any(s.partial for s in stats)
         note = f'<p class="muted">* figures from the newest {DEFAULT_MAX_RUNS:,} runs of the window.</p>' if partial else ""
         return self._render(
@@ -178,6 +180,7 @@ class Pages:
             facts.append(("waiting", h(describe_wait(run, steps))))
         if run.progress is not None:
             facts.append(("progress", f"<code>{h(preview(run.progress, 300))}</code>"))
+        facts += [(name, h(text)) for name, text in policy_facts(run_policy(self.client, run), run.status)]
         return facts
 
     def _children(self, base: str, run: Run) -> str:
@@ -206,7 +209,7 @@ def steps_table(steps: list[Step]) -> str:
         [
             h(s.seq),
             f"<code>{h(s.name)}</code>",
-            badge(s.status),
+            badge(s.status) + (f' <span class="muted">{h(fmt_tries(s))}</span>' if s.tries else ""),
             h(fmt_time(s.started_at)),
             h(fmt_duration(s.started_at, s.finished_at)),
             error_html(s.error) if s.error else f"<code>{h(fmt_step_outcome(s, 300))}</code>",

@@ -139,6 +139,13 @@ class MetricsObserver(WorkerObserver):
         reg = self.registry
         self.started = Counter("redflow_runs_started", "Runs whose first attempt started.", ["workflow"], registry=reg)
         self.outcomes = {outcome: Counter(name, doc, ["workflow"], registry=reg) for outcome, (name, doc) in _OUTCOME_COUNTERS.items()}
+        self.expired = Counter(
+            "redflow_runs_expired",
+            "Runs that ended failed by a deadline (DeadlineExceededError; also counted as failed): "
+            "deadline is start (start_within: it never started) or timeout.",
+            ["workflow", "deadline"],
+            registry=reg,
+        )
         self.run_duration = Histogram(
             "redflow_run_duration_seconds",
             "Time an attempt held its run, from start to settle.",
@@ -170,6 +177,8 @@ class MetricsObserver(WorkerObserver):
     def on_attempt(self, report: AttemptReport) -> None:
         workflow = report.workflow or "(unknown)"  # runs canceled or gone before they started have no name yet
         self.outcomes[report.outcome].labels(workflow).inc()
+        if report.deadline:
+            self.expired.labels(workflow, report.deadline).inc()
         if report.outcome == "skipped":
             return
         self.run_duration.labels(workflow, report.outcome).observe(max(0.0, report.finished_at - report.started_at))

@@ -6,7 +6,8 @@ index, by createdAt) are counted, and the newest of them (at most
 success rate (succeeded / (succeeded + failed); canceled runs count in
 neither), the p50 and p95 run duration (finishedAt - startedAt of the
 finished runs that started, nearest-rank: always a duration some run took)
-and the error of the run that failed last. When the window holds more runs
+the error of the run that failed last, and how many of the failed runs a
+deadline failed (``expired``: ``start_within`` or ``timeout``). When the window holds more runs
 than are read, the figures say so (``sampled < runs``).
 """
 
@@ -31,7 +32,7 @@ DEFAULT_MAX_RUNS = 5000
 MAX_WINDOW_S = 366 * 86400
 _WINDOW = re.compile(r"(\d{1,6})([smhd])")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-_FIELDS = (RunField.STATUS, RunField.CREATED_AT, RunField.STARTED_AT, RunField.FINISHED_AT)
+_FIELDS = (RunField.STATUS, RunField.CREATED_AT, RunField.STARTED_AT, RunField.FINISHED_AT, RunField.DEADLINE_EXCEEDED)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -47,6 +48,8 @@ class WorkflowStats:
     p95_s: float | None
     latest_error: dict[str, Any] | None
     latest_error_run: str | None
+    #: failed runs a deadline failed (start_within, timeout)
+    expired: int = 0
 
     @property
     def partial(self) -> bool:
@@ -115,9 +118,11 @@ def _figures(name: str, total: int, runs: list[dict[str, str]]) -> WorkflowStats
     counts = dict.fromkeys(RUN_STATUSES, 0)
     durations_ms: list[int] = []
     latest_failed: tuple[int, str] | None = None
+    expired = 0
     for run in runs:
         status = run[RunField.STATUS]
         counts[status] = counts.get(status, 0) + 1
+        expired += status == "failed" and bool(run.get(RunField.DEADLINE_EXCEEDED))
         started, finished = _ms(run, RunField.STARTED_AT), _ms(run, RunField.FINISHED_AT)
         if status in TERMINAL_STATUSES and started and finished:
             durations_ms.append(max(0, finished - started))
@@ -129,7 +134,7 @@ def _figures(name: str, total: int, runs: list[dict[str, str]]) -> WorkflowStats
         workflow=name, runs=max(total, len(runs)), sampled=len(runs), counts=counts,
         success_rate=counts["succeeded"] / ended if ended else None,
         p50_s=None if p50 is None else p50 / 1000.0, p95_s=None if p95 is None else p95 / 1000.0,
-        latest_error=None, latest_error_run=latest_failed[1] if latest_failed else None,
+        latest_error=None, latest_error_run=latest_failed[1] if latest_failed else None, expired=expired,
     )  # fmt: skip
 
 

@@ -5,9 +5,11 @@
 -- of ready as it is, as the reaper would move it, which also frees a run
 -- some older version left in no list at all. The lease a finished attempt
 -- left to expire is deleted, so that the retried run starts at once (by its
--- priority; its limits apply again when it starts). Its terminal stream
--- (finalize.lua's tell_terminal) goes too: a waiter of the asyncio package
--- reads it from the start, and would take the old end for the new one.
+-- priority; its limits apply again when it starts). A run with deadlines
+-- (startWithinMs, timeoutMs: deadlines.py) gets them afresh, counted from
+-- now, as it gets fresh attempts. Its terminal stream (finalize.lua's
+-- tell_terminal) goes too: a waiter of the asyncio package reads it from
+-- the start, and would take the old end for the new one.
 -- KEYS: run, the six status zsets, queue ready, done, lease, queue processing,
 --       queue prioritized, queue priority sequence,
 --       then the run's failed / canceled index pairs (terminal_index.lua), which it leaves
@@ -38,8 +40,15 @@ local budget = tonumber(redis.call("hget", run_key, "maxAttempts")) or 1
 if budget < 1 then budget = 1 end
 move_status(run_key, index, run_id, prev, "queued", now)
 unindex_terminal(14, run_id)
-redis.call("hdel", run_key, "finishedAt", "errorJson", "outputJson", "availableAt", "waiters", "leaseToken", "heldBy")
+redis.call("hdel", run_key, "finishedAt", "errorJson", "outputJson", "availableAt", "waiters", "leaseToken", "heldBy", "deadlineExceeded")
 redis.call("hset", run_key, "cancelRequestedAt", "", "cancelReason", "", "maxAttempts", tostring(attempt + budget))
+local within, timeout = unpack(redis.call("hmget", run_key, "startWithinMs", "timeoutMs"))
+if tonumber(within) then
+  redis.call("hset", run_key, "startBy", tostring(tonumber(now) + tonumber(within)))
+end
+if tonumber(timeout) then
+  redis.call("hset", run_key, "deadlineAt", tostring(tonumber(now) + tonumber(timeout)))
+end
 redis.call("del", done_key, lease_key, run_key .. ":terminal")
 push_ready(ready_key, prioritized_key, priority_seq_key, run_id, redis.call("hget", run_key, "priority"))
 return {"queued", prev}

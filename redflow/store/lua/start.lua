@@ -7,11 +7,14 @@
 -- not drop the run. ``run_prefix`` .. id is the run's key (keys.Keys.run_prefix).
 -- A queued run with limits may be held back instead (limits.lua's flow_start;
 -- ``limited`` and ``supplied`` are its arguments).
+-- A run past a deadline (deadlines.py: startBy while it never started,
+-- deadlineAt) is not started: the caller fails it (it runs on_failure first).
 -- An input or step record that refers to a blob (the asyncio package's
 -- @blob: references, core/blobs.py) has its blobs read here too; no command
 -- for a run without.
 -- Returns {"busy"} | {"missing"} | {"skip", status, workflow}
 --       | {"cancel", status, workflow} | {"started", run fields, step fields, attempt[, blob fields, their values]}
+--       | {"expired", status, workflow, "start" | "timeout", run fields}
 --       | {"held", status, workflow, due ms or ""} | {"admit", status, workflow, inputJson}.
 -- Every field of a run as a table (flow control reads more of them).
 local function hash_table(flat)
@@ -58,7 +61,7 @@ local function start_claimed(run_prefix, processing_key, index, run_id, token, l
   end
   local flat = redis.call("hgetall", run_key)
   -- The fields decided on, picked from the reply (no table of them: this runs for every run).
-  local status, workflow, cancel_at, raw_attempt, started_at, parked_for, limits_json, input_json
+  local status, workflow, cancel_at, raw_attempt, started_at, parked_for, limits_json, start_by, deadline_at, input_json
   for i = 1, #flat, 2 do
     local name = flat[i]
     if name == "status" then status = flat[i + 1]
@@ -69,6 +72,8 @@ local function start_claimed(run_prefix, processing_key, index, run_id, token, l
     elseif name == "startedAt" then started_at = flat[i + 1]
     elseif name == "parkedFor" then parked_for = flat[i + 1]
     elseif name == "limitsJson" then limits_json = flat[i + 1]
+    elseif name == "startBy" then start_by = flat[i + 1]
+    elseif name == "deadlineAt" then deadline_at = flat[i + 1]
     end
   end
   workflow = workflow or ""
@@ -83,6 +88,21 @@ local function start_claimed(run_prefix, processing_key, index, run_id, token, l
   if cancel_at and cancel_at ~= "" then
     redis.call("hset", run_key, "leaseToken", token)  -- the fence of the settle that cancels it
     return {"cancel", status, workflow}
+  end
+  if start_by or deadline_at then  -- deadlines: runs without them skip this
+    local late
+    if start_by and (not started_at or started_at == "") and tonumber(now) > (tonumber(start_by) or math.huge) then
+      late = "start"
+    elseif deadline_at and tonumber(now) >= (tonumber(deadline_at) or math.huge) then
+      late = "timeout"
+    end
+    if late then
+      if parked_for and parked_for ~= "" then
+        resume_parked(run_key)  -- it does not wait any more
+      end
+      redis.call("hset", run_key, "leaseToken", token)  -- the fence of the settle that fails it
+      return {"expired", status, workflow, late, flat}
+    end
   end
   -- A count that is not a number is left as it is, for the worker to report.
   local counted = (raw_attempt == nil or raw_attempt == "") and 0 or tonumber(raw_attempt)
