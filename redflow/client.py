@@ -13,6 +13,7 @@ from datetime import timedelta
 from typing import Any
 
 from redflow.core.errors import RedflowError, RunNotFoundError
+from redflow.core.interop import NONE, Interop
 from redflow.core.keys import RUN_STATUSES
 from redflow.core.models import EventDef, Run, Step
 from redflow.core.models.streams import StreamItem
@@ -22,7 +23,7 @@ from redflow.core.workflow_def import Registry, WorkflowDef, get_default_registr
 from redflow.handle import RunHandle
 from redflow.store import bulk, children, events, reads, signals, streams
 from redflow.store.cancel import cancel_run, run_target
-from redflow.store.connection import close_redis, create_redis, resolve_prefix
+from redflow.store.connection import close_redis, create_redis, resolve_interop, resolve_prefix
 from redflow.store.enqueue import enqueue, enqueue_many
 from redflow.store.memory import check_eviction_policy_once
 from redflow.store.port import Store
@@ -38,7 +39,7 @@ class RedflowClient:
     """Talks to one Redis under one prefix; see the client guide (docs/guide/client.md) for what it promises.
 
     ``store``: the :class:`~redflow.store.port.Store` to work through (a worker
-    builds its handlers' client over its own); else one over ``redis`` and ``prefix``."""
+    builds its handlers' client over its own); else one over ``redis``, ``prefix`` and ``interop``."""
 
     def __init__(
         self,
@@ -48,14 +49,15 @@ class RedflowClient:
         registry: Registry | None = None,
         owns_redis: bool = False,
         store: Store | None = None,
+        interop: Interop = NONE,
     ) -> None:
         if store is None:
-            store = Store(create_redis(redis_client=redis), resolve_prefix(prefix))
+            store = Store(create_redis(redis_client=redis), resolve_prefix(prefix), interop=interop)
         self.store = store
         self.redis, self.prefix, self.keys, self.scripts = store.redis, store.prefix, store.keys, store.scripts
         self.clock, self.search = store.clock, store.search
         self.registry = registry
-        self.targets = Targets(store.redis, store.keys, store.payloads, registry)
+        self.targets = Targets(store.redis, store.keys, store.payloads, registry, store.interop)
         #: Schedules as data: create, update, pause, resume, trigger, delete, list (``store/schedules.py``).
         self.schedules: Schedules[RunHandle] = Schedules(store, self.targets, lambda run_id: RunHandle(self, run_id))
         self._owns_redis = owns_redis or (redis is not None and store.redis is not redis)
@@ -168,10 +170,8 @@ class RedflowClient:
         return self.store.locator.queue_of(run_id)
 
     def known_queues(self) -> list[str]:
-        """Queues named by synced workflows and by cron and event triggers, and
-        (cluster mode) every queue that has had runs. Outside cluster mode a
-        queue only a ``run(queue=...)`` used is not known: finding it would
-        mean scanning the keyspace."""
+        """Queues named by synced workflows and triggers, and (cluster mode) every queue that has had runs
+        (outside cluster mode, not a queue only a ``run(queue=...)`` used: see ``store/reads.py``)."""
         return reads.known_queues(self.store)
 
     # -- reading runs ------------------------------------------------------
@@ -342,16 +342,18 @@ def create_client(
     registry: Registry | None = None,
     cluster: bool = False,
     max_connections: int | None = None,
+    app: str | None = None,
+    blob_threshold: int | None = None,
+    compat: str | None = None,
 ) -> RedflowClient:
     """A client for ``url`` (default ``REDIS_URL`` or local; ``redis+cluster://`` and
     ``redis+sentinel://`` URLs work, as does ``cluster=True``) or an existing
     redis-py ``Redis`` / ``RedisCluster``. It pools up to ``max_connections``
-    (default 128, per node on a cluster); past that, greenlets wait for a free one."""
-    if redis is not None:
-        client = RedflowClient(redis, prefix=prefix, registry=registry)
-    else:
-        base = create_redis(url, cluster=cluster, max_connections=max_connections)
-        client = RedflowClient(base, prefix=prefix, registry=registry, owns_redis=True)
+    (default 128, per node on a cluster); past that, greenlets wait for a free one. ``app``
+    (default ``$REDFLOW_APP``), ``blob_threshold``, ``compat``: sharing Redis with the asyncio redflow (docs/interop.md)."""
+    settings = resolve_interop(app, blob_threshold, compat)
+    base = redis if redis is not None else create_redis(url, cluster=cluster, max_connections=max_connections)
+    client = RedflowClient(base, prefix=prefix, registry=registry, owns_redis=redis is None, interop=settings)
     check_eviction_policy_once(client.redis)  # an ERROR naming the fix when Redis may evict runs
     return client
 

@@ -4,7 +4,9 @@ Workers call it at start so that clients elsewhere (TypeScript, asyncio,
 another process) can start runs by name, and so that the cron scheduler and
 ``emit_event`` see the triggers. Triggers a workflow no longer declares are
 removed; workflows other registries synced are left alone (many workers
-with different registries share one Redis).
+with different registries share one Redis). With an app name
+(``core/interop.py``) the metadata says so (``app``), and its queue and its
+triggers' queues are scoped by it, as the asyncio package's sync writes them.
 """
 
 from __future__ import annotations
@@ -58,15 +60,16 @@ def sync_registry(store: Store, registry: Registry) -> None:
         read.hmget(keys.cron_paused(), planned[wf.name][0] or ["-"])
     replies = iter(read.execute())
 
-    now_ms = store.now_ms()
+    now_ms, app = store.now_ms(), store.interop.app
     write = redis.pipeline(transaction=False)
     for wf in workflows:
+        queue = store.interop.queue(wf.queue)
         prev_cron_raw, prev_event_raw = next(replies)
         prev_defs = next(replies)
         paused = {cron_id for cron_id, at in zip(planned[wf.name][0], next(replies)) if at is not None}
         cron_ids, event_ids = planned[wf.name]
-        _sync_crons(store, write, wf, cron_ids, _stored_ids(prev_cron_raw), prev_defs, paused, now_ms)
-        _sync_events(store, write, wf, event_ids, _stored_ids(prev_event_raw))
+        _sync_crons(store, write, wf, queue, cron_ids, _stored_ids(prev_cron_raw), prev_defs, paused, now_ms)
+        _sync_events(store, write, wf, queue, event_ids, _stored_ids(prev_event_raw))
         write.sadd(keys.workflows(), wf.name)
         _sync_limits(write, keys.workflow(wf.name), wf)
         _sync_input_schema(write, keys.workflow(wf.name), wf)
@@ -75,7 +78,7 @@ def sync_registry(store: Store, registry: Registry) -> None:
             keys.workflow(wf.name),
             mapping={
                 WorkflowField.NAME: wf.name,
-                WorkflowField.QUEUE: wf.queue,
+                WorkflowField.QUEUE: queue,
                 WorkflowField.MAX_ATTEMPTS: str(wf.max_attempts),
                 WorkflowField.UPDATED_AT: str(now_ms),
                 WorkflowField.CRON_JSON: cron_triggers_json(wf.cron),
@@ -83,8 +86,11 @@ def sync_registry(store: Store, registry: Registry) -> None:
                 WorkflowField.EVENT_JSON: event_triggers_json(wf.events),
                 WorkflowField.EVENT_IDS_JSON: codec.dumps(event_ids),
                 WorkflowField.RETENTION_JSON: retention_json(wf.retention),
+                **({WorkflowField.APP: app} if app is not None else {}),
             },
         )
+        if app is None:  # an app a worker of this workflow named before would scope the queue its clients use
+            write.hdel(keys.workflow(wf.name), WorkflowField.APP)
     write.execute()
 
 
@@ -140,6 +146,7 @@ def _sync_crons(
     store: Store,
     pipe: Pipeline,
     wf: WorkflowDef,
+    queue: str,
     cron_ids: list[str],
     prev_ids: list[str],
     prev_defs: list[str | None],
@@ -153,7 +160,7 @@ def _sync_crons(
         pipe.zrem(keys.cron_next(), *stale)
         pipe.hdel(keys.cron_paused(), *stale)
     for cron_id, trigger, prev_def in zip(cron_ids, wf.cron, prev_defs):
-        definition = cron_def_json(cron_id, wf.name, wf.queue, trigger.expression, trigger.timezone, codec.dumps(trigger.run_input))
+        definition = cron_def_json(cron_id, wf.name, queue, trigger.expression, trigger.timezone, codec.dumps(trigger.run_input))
         pipe.hset(keys.cron_def(), cron_id, definition)
         if cron_id in paused:  # paused by an operator: a deploy must not resume it (cron resume does)
             continue
@@ -162,7 +169,7 @@ def _sync_crons(
         pipe.zadd(keys.cron_next(), {cron_id: next_at}, nx=prev_def == definition)
 
 
-def _sync_events(store: Store, pipe: Pipeline, wf: WorkflowDef, event_ids: list[str], prev_ids: list[str]) -> None:
+def _sync_events(store: Store, pipe: Pipeline, wf: WorkflowDef, queue: str, event_ids: list[str], prev_ids: list[str]) -> None:
     keys, redis = store.keys, store.redis
     stale = [i for i in prev_ids if i not in set(event_ids)]
     if stale:
@@ -174,5 +181,5 @@ def _sync_events(store: Store, pipe: Pipeline, wf: WorkflowDef, event_ids: list[
                     pass  # a corrupt stale definition: deleting it below is all that is left to do
         pipe.hdel(keys.event_def(), *stale)
     for event_id, event in zip(event_ids, wf.events):
-        pipe.hset(keys.event_def(), event_id, event_def_json(event_id, event, wf.name, wf.queue))
+        pipe.hset(keys.event_def(), event_id, event_def_json(event_id, event, wf.name, queue))
         pipe.sadd(keys.event_index(event), event_id)

@@ -38,6 +38,7 @@ EXPECTED_OUTPUT = {
     "waits": lambda out: out.splitlines() == WAITS_OUTPUT,
     "values": lambda out: out.splitlines() == [VALUES_REFUSAL, "2027"],
     "versioned-step": lambda out: out.splitlines() == ["by post / by courier"],
+    "interop": lambda out: out.splitlines() == ["{'pages': 300}", "shop:default", "@blob:v1:", "[1,1,1,"],
     "retries": lambda out: out.splitlines() == ["{'synced': '42', 'attempts': 3}", "ValueError", "report.csv"],
     "deadlines": lambda out: out.splitlines() == ["DeadlineExceededError start", "DeadlineExceededError timeout", "['start', 'timeout']"],
     "streams": lambda out: out.splitlines() == ["Hello from a durable stream ", "{'words': 5}"],

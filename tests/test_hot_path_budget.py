@@ -9,11 +9,13 @@ they add a few commands in all, which the bounds below leave room for.
 
 from __future__ import annotations
 
+import functools
+
 import gevent
 import pytest
 from helpers import wait_until
 
-from redflow import Registry, RetryPolicy, define_workflow
+from redflow import Registry, RetryPolicy, create_client, define_workflow
 from redflow.bench.probe import Probe, server_delta
 from redflow.core.models import ScheduleField
 from redflow.engine.schedules import ScheduleTicker
@@ -91,6 +93,26 @@ def test_a_waiting_client_costs_the_run_two_commands_and_nobody_waiting_costs_no
     r = client.redis
     assert r.llen(client.keys.run_done(waited.id)) == 1 and 0 < r.pttl(client.keys.run_done(waited.id)) <= 60_000
     assert r.exists(client.keys.run_done(unwaited.id)) == 0
+
+
+def test_interop_costs_a_run_one_command_its_terminal_stream_entry_and_a_blob_threshold_none(start, redis_url, prefix):
+    """compat="redflow-0.1" marks runs for the asyncio package's waiters: their
+    settle adds the terminal stream entry (XADD, and PEXPIRE: it lives a minute);
+    a blob threshold that no payload reaches, and reading references, cost nothing."""
+    registry = Registry()
+
+    @define_workflow("noop-compat", registry=registry)
+    def noop(ctx):
+        return None
+
+    for options, most, xadds in (({"compat": "redflow-0.1"}, 14.3, 1), ({"blob_threshold": 1024}, 12.3, 0)):
+        with create_client(redis_url, prefix=prefix, **options) as client:
+            client.sync_registry(registry)
+            worker = functools.partial(start, registry, **options)
+            trips, commands, by_command = drain_counts(worker, client, redis_url, noop, concurrency=4)
+            client.redis.delete(*client.redis.keys(f"{prefix}:*"))
+        assert trips <= 1.2 and commands <= most, (options, commands, by_command)
+        assert xadds - 0.01 <= by_command.get("xadd", 0) <= xadds + 0.05, (options, by_command)
 
 
 def test_a_stream_item_costs_one_script_call_of_four_commands_and_a_streamed_run_one_more_at_its_end(start, client, redis_url):

@@ -9,9 +9,9 @@ and steps (a run whose worker dies moves to the other worker and keeps its
 steps). The 0.1.9 side runs in ``.venv-redflow019`` (scripts/setup-env --test)
 through tests/interop/redflow019_driver.py; docs/interop.md has the layout.
 
-Tests marked ``xfail(strict=True)`` need what issue 32's second phase wires
-into the client and the worker (each reason says what); when it lands they
-pass, strict xfail turns that into a failure, and the marker goes.
+A run that moves from our worker to its worker needs ours to write step
+records as arrays: ``worker --compat redflow-0.1`` (its worker refuses the
+object form).
 """
 
 from __future__ import annotations
@@ -44,9 +44,6 @@ DRIVER = ROOT / "tests" / "interop" / "redflow019_driver.py"
 RUN = "run_8c1e7c3a-1f2b-4d3c-9a4b-5e6f7a8b9c0d"
 #: An input over 1 KiB in UTF-8 (700 two-byte characters): 0.1.9 stores it as a blob.
 LARGE = {"text": "é" * 700}
-
-NEEDS_APP = "phase B: create_client / start_worker / worker --app-name take no app name yet"
-NEEDS_BLOB_READS = "phase B: our client and worker read a @blob: reference as JSON (it is not), so the run fails"
 
 
 class AsyncioRedflow:
@@ -154,7 +151,6 @@ def test_queue_names_are_scoped_by_app_as_its_client_and_worker_scope_them(redis
 # -- its client -> our worker -> its handle ----------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason=NEEDS_BLOB_READS)
 def test_a_large_input_from_its_client_is_run_by_our_worker_and_its_handle_reads_the_result(redis_url, prefix, r, keys, start):
     sync_our_workflows(redis_url, prefix)
     start(interop_app.registry)
@@ -163,7 +159,6 @@ def test_a_large_input_from_its_client_is_run_by_our_worker_and_its_handle_reads
     assert outcome == {"output": {"echo": LARGE, "by": "redflow-gevent"}}
 
 
-@pytest.mark.xfail(strict=True, reason="phase B: our worker does not add the run's end to P:run:<id>:terminal, which its handle waits on")
 def test_its_handle_waiting_on_a_run_hears_of_its_end_from_our_worker(redis_url, prefix, r, keys, start):
     """Its ``result()`` blocks on the run's terminal stream (XREAD, no poll while
     blocked): without an entry there it hears nothing until its timeout."""
@@ -178,7 +173,6 @@ def test_its_handle_waiting_on_a_run_hears_of_its_end_from_our_worker(redis_url,
         assert read_line(out, 30) == {"output": {"echo": {"n": 1}, "by": "redflow-gevent"}}
 
 
-@pytest.mark.xfail(strict=True, reason=NEEDS_APP)
 def test_its_app_scoped_client_reaches_our_worker_of_that_app(redis_url, prefix, r, keys, start):
     start(interop_app.registry, app="shop")
     meta = r.hgetall(keys.workflow("interop-echo"))
@@ -188,7 +182,6 @@ def test_its_app_scoped_client_reaches_our_worker_of_that_app(redis_url, prefix,
     assert outcome == {"output": {"echo": {"n": 2}, "by": "redflow-gevent"}}
 
 
-@pytest.mark.xfail(strict=True, reason=NEEDS_APP + "; then our worker must replay its array step record with a @blob: output")
 def test_a_run_its_worker_began_keeps_its_steps_when_our_worker_takes_it_over(redis_url, prefix, r, keys, start):
     """Its worker runs step "a" (a 3,000-byte output: a blob) and dies; ours takes
     the run over when the lease expires, replays "a" and finishes."""
@@ -207,13 +200,7 @@ def test_a_run_its_worker_began_keeps_its_steps_when_our_worker_takes_it_over(re
 # -- our client -> its worker -> our handle ----------------------------------
 
 
-@pytest.mark.parametrize(
-    "threshold",
-    [
-        pytest.param(None, marks=pytest.mark.xfail(strict=True, reason=NEEDS_BLOB_READS)),
-        pytest.param(1024, marks=pytest.mark.xfail(strict=True, reason="phase B: create_client takes no blob_threshold yet")),
-    ],
-)
+@pytest.mark.parametrize("threshold", [None, 1024])
 def test_a_large_input_from_our_client_is_run_by_its_worker_and_our_handle_reads_its_large_output(redis_url, prefix, r, keys, threshold):
     options = {} if threshold is None else {"blob_threshold": threshold}
     ours = create_client(redis_url, prefix=prefix, **options)
@@ -224,7 +211,6 @@ def test_a_large_input_from_our_client_is_run_by_its_worker_and_our_handle_reads
     assert r.hget(keys.run(handle.id), "inputJson").startswith("@blob:v1:" if threshold else "{")
 
 
-@pytest.mark.xfail(strict=True, reason=NEEDS_BLOB_READS)
 def test_a_large_error_from_its_worker_reads_back_through_our_handle(redis_url, prefix):
     ours = create_client(redis_url, prefix=prefix)
     with AsyncioRedflow(redis_url, prefix).worker():
@@ -232,10 +218,10 @@ def test_a_large_error_from_its_worker_reads_back_through_our_handle(redis_url, 
         with pytest.raises(Exception) as failed:
             handle.result(30)
     expected = {"name": "NonRetriableError", "message": "refused: " + "x" * 2000, "kind": "non_retriable"}
-    assert getattr(failed.value, "error", None) == expected
+    error = getattr(failed.value, "error", None) or {}
+    assert {name: value for name, value in error.items() if name != "stack"} == expected and "process_run" in error["stack"]
 
 
-@pytest.mark.xfail(strict=True, reason=NEEDS_APP)
 def test_our_app_scoped_client_reaches_its_worker_of_that_app(redis_url, prefix, r, keys):
     ours = create_client(redis_url, prefix=prefix, registry=interop_app.registry, app="shop")
     with AsyncioRedflow(redis_url, prefix, app="shop").worker():
@@ -244,17 +230,13 @@ def test_our_app_scoped_client_reaches_its_worker_of_that_app(redis_url, prefix,
     assert r.hget(keys.run(handle.id), "queue") == "shop:default"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=NEEDS_APP + "; then its worker refuses our object step records (0.0.25 and later read arrays only): "
-    "our worker would have to write array records for this direction",
-)
 def test_a_run_our_worker_began_keeps_its_steps_when_its_worker_takes_it_over(redis_url, prefix, r, keys):
-    """Ours runs step "a" and dies (SIGKILL); its worker takes the run over when
-    the lease expires, replays "a" and finishes."""
+    """Ours (with --compat redflow-0.1: array step records) runs step "a" and dies
+    (SIGKILL); its worker takes the run over when the lease expires, replays "a" and finishes."""
     ours = create_client(redis_url, prefix=prefix, registry=interop_app.registry, app="shop")
     calls = f"{prefix}:calls"
-    with WorkerProcess(redis_url, prefix, "--app-name", "shop", app="tests.apps.interop_app:registry") as worker:
+    compat = ("--app-name", "shop", "--compat", "redflow-0.1")
+    with WorkerProcess(redis_url, prefix, *compat, app="tests.apps.interop_app:registry") as worker:
         handle = ours.run("interop-steps", {"calls": calls, "size": 3000, "hang": "redflow-gevent"})
         wait_until(lambda: worker.proc.poll() is not None or r.hget(keys.run_steps(handle.id), "a"), timeout=30)
         assert worker.proc.poll() is None, worker.output()

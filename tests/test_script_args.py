@@ -47,11 +47,13 @@ REPLIES.update({"append_stream": ["written", "1-0", 0], "read_stream": [""]})
 TAGS = {"t": "v"}
 TERMINAL = K.terminal_index_keys("wf", TAGS, Q)
 ENQUEUE = EnqueueRequest(
-    "wf", Q, "input", 7, available_at_ms=11, idempotency_key="idem", idempotency_ttl_s=13, parent_run_id="parent", tags=TAGS
-)
+    "wf", Q, "input", 7, available_at_ms=11, idempotency_key="idem", idempotency_ttl_s=13, parent_run_id="parent", tags=TAGS,
+    input_blob=("v1:in", "blob-in"),
+)  # fmt: skip
 SETTLE = SettleRequest(
     "run_1", Q, "parked", "token", 17, 19, output_json="out", error_json="err", retry_at_ms=23, check_lease=True, cleanup=False,
     next_token="next", index_keys=TERMINAL, limited="lim", park=["children", "step", "rec", "29", "1", "run_c"],
+    blob=("v1:out", "blob-out"),
 )  # fmt: skip
 
 #: script -> (call of its wrapper, {Lua local: what it must hold}, {(KEYS|ARGV, first index): the tail from there})
@@ -63,8 +65,9 @@ TABLE = {
          "queue_scheduled_key": K.queue_scheduled(Q), "idem_key": K.idempotency("wf", "idem", Q),
          "prioritized_key": K.queue_prioritized(Q), "priority_seq_key": K.queue_priority_seq(Q),
          "run_id": "run_1", "workflow": "wf", "queue": Q, "input_json": "input", "created_at": "3", "available_at": "11",
-         "max_attempts": "7", "idempotent": "1", "idem_ttl": "13", "replace_id": "old", "parent_run_id": "parent"},
-        {("KEYS", 11): K.tag_index_keys("wf", TAGS, Q), ("ARGV", 12): ["tagsJson", '{"t":"v"}']},
+         "max_attempts": "7", "idempotent": "1", "idem_ttl": "13", "replace_id": "old", "parent_run_id": "parent",
+         "blob_field": "v1:in", "blob": "blob-in"},
+        {("KEYS", 11): K.tag_index_keys("wf", TAGS, Q), ("ARGV", 14): ["tagsJson", '{"t":"v"}']},
     ),
     "start_run": (
         lambda s: s.start_run(StartRequest("run_1", Q, "token", 5, 3, "lim", "limits")),
@@ -82,8 +85,9 @@ TABLE = {
         lambda s: s.settle_run(SETTLE),
         {"run_key": K.run("run_1", Q), "run_id": "run_1", "requested": "parked", "now": "19", "output_json": "out",
          "error_json": "err", "token": "token", "wake_ttl": str(WAKE_TTL_MS), "retry_at": "23", "check_lease": "1", "cleanup": "0",
-         "next_token": "next", "lease_ms": "17", "scope": K.scope(Q), "queue_prefix": K.queue_prefix(Q), "limited": "lim"},
-        {("KEYS", 2): TERMINAL, ("ARGV", 16): ["children", "step", "rec", "29", "1", "run_c"]},
+         "next_token": "next", "lease_ms": "17", "scope": K.scope(Q), "queue_prefix": K.queue_prefix(Q), "limited": "lim",
+         "blob_field": "v1:out", "blob": "blob-out"},
+        {("KEYS", 2): TERMINAL, ("ARGV", 18): ["children", "step", "rec", "29", "1", "run_c"]},
     ),
     "cancel_run": (
         lambda s: s.cancel_run(run_id="run_1", queue=Q, now_ms=3, reason="why", error_json="err", index_keys=TERMINAL),
@@ -116,9 +120,9 @@ TABLE = {
     ),
     "save_step": (
         lambda s: s.save_step(run_id="run_1", queue=Q, token="token", name="step", step_json="rec", lease_ms=5, marker_started_at_ms=7,
-                              expected="old"),
+                              expected="old", blob=("v1:s", "blob-s")),
         {"steps_key": K.run_steps("run_1", Q), "lease_key": K.run_lease("run_1", Q), "run_key": K.run("run_1", Q), "token": "token",
-         "name": "step", "step_json": "rec", "marker": "7", "lease_ms": "5", "expected": "old"},
+         "name": "step", "step_json": "rec", "marker": "7", "lease_ms": "5", "expected": "old", "blob_field": "v1:s", "blob": "blob-s"},
         {},
     ),
     "confirm_run": (

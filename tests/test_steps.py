@@ -168,7 +168,7 @@ def test_a_corrupt_cached_step_fails_the_run_with_a_clear_error(start, registry,
     r.hset(client.keys.run_steps(handle.id, "default"), "s", "{garbage")
     r.hset(client.keys.run(handle.id, "default"), "attempt", "1")  # steps exist only after an attempt started the run
     start()
-    with pytest.raises(RunFailedError, match="stored record is not valid JSON"):
+    with pytest.raises(RunFailedError, match="stored record does not decode"):
         handle.result(5)
 
 

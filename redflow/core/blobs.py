@@ -20,11 +20,12 @@ import base64
 import binascii
 import gzip
 import hashlib
+import re
 import zlib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
-from redflow.core.errors import CorruptDataError, MissingBlobError
+from redflow.core.errors import CorruptDataError, MissingBlobError, RedflowError
 
 #: What a stored value that refers to a blob starts with.
 REF_PREFIX = "@blob:"
@@ -36,13 +37,22 @@ FIELD_VERSION = "v1:"
 DEFAULT_THRESHOLD_BYTES = 1024
 
 
-@dataclass(frozen=True, slots=True)
-class Stored:
+class Stored(NamedTuple):
     """How one JSON text is stored: ``value`` goes into the run hash field;
-    when it is a reference, ``blob`` is the ``(field, value)`` pair for the blob hash."""
+    when it is a reference, ``blob`` is the ``(field, value)`` pair for the blob hash.
+    (A tuple: one is made per run and per step, where a frozen dataclass costs more.)"""
 
     value: str
     blob: tuple[str, str] | None = None
+
+
+def check_threshold(threshold_bytes: object) -> int | None:
+    """A valid ``blob_threshold`` (bytes, >= 0, or None for never); :class:`RedflowError` otherwise."""
+    if threshold_bytes is None:
+        return None
+    if isinstance(threshold_bytes, bool) or not isinstance(threshold_bytes, int) or threshold_bytes < 0:
+        raise RedflowError(f"blob_threshold must be a number of bytes >= 0 or None, not {threshold_bytes!r}")
+    return threshold_bytes
 
 
 def blob_field_of(stored: str | None) -> str | None:
@@ -58,6 +68,16 @@ def blob_fields_of(values: Iterable[str | None]) -> list[str]:
     return list(dict.fromkeys(field for field in fields if field))
 
 
+#: A reference inside a JSON text (a step record holds its output or error as a JSON string).
+_REF_IN_JSON = re.compile(r'"(@blob:[^"\\]+)"')
+
+
+def refs_in(record: str) -> list[str]:
+    """The ``@blob:`` references a stored record (a step record: its output or
+    error) holds, found without decoding it; none for almost every record."""
+    return _REF_IN_JSON.findall(record) if REF_PREFIX in record else []
+
+
 def field_for(json_text: str) -> str:
     """The blob hash field of a JSON text: ``v1:`` + URL-safe base64 of its SHA-1, unpadded."""
     digest = hashlib.sha1(json_text.encode("utf-8")).digest()  # noqa: S324 - a content address, as the asyncio package names blobs
@@ -69,8 +89,10 @@ def encode(json_text: str, threshold_bytes: int | None) -> Stored:
     than ``threshold_bytes`` UTF-8 bytes (``None``: never). The blob is the
     gzip+base64 form when that is shorter than the text, else the text itself
     (the asyncio package's rule, so either side reads what the other wrote)."""
+    if threshold_bytes is None or 4 * len(json_text) <= threshold_bytes:  # (a character is at most 4 UTF-8 bytes)
+        return Stored(json_text)
     raw = json_text.encode("utf-8")
-    if threshold_bytes is None or len(raw) <= threshold_bytes or json_text.startswith(REF_PREFIX):
+    if len(raw) <= threshold_bytes or json_text.startswith(REF_PREFIX):
         return Stored(json_text)
     field = field_for(json_text)
     compressed = GZIP_PREFIX + base64.b64encode(gzip.compress(raw, compresslevel=6, mtime=0)).decode("ascii")

@@ -1,13 +1,15 @@
-"""What a waiter reads of a run: its status and outcome (one HMGET)."""
+"""What a waiter reads of a run: its status and outcome (one HMGET; one more
+for an outcome stored as a ``@blob:`` reference, core/blobs.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from redflow.core import codec
-from redflow.core.errors import CanceledError, RedflowError, RunFailedError
+from redflow.core.blobs import blob_fields_of, resolve
+from redflow.core.errors import CanceledError, CorruptDataError, RedflowError, RunFailedError
 from redflow.core.keys import TERMINAL_STATUSES
 from redflow.core.models import RunField
 
@@ -25,6 +27,8 @@ class RunState:
     output_json: str | None
     error_json: str | None
     cancel_reason: str | None
+    #: The run's blob hash fields its output or error refers to (read by whoever read the state).
+    blobs: Mapping[str, str | None] = field(default_factory=dict)
 
     @classmethod
     def from_reply(cls, run_id: str, reply: Sequence[str | None]) -> RunState | None:
@@ -34,6 +38,13 @@ class RunState:
             return None
         return cls(run_id, status, queue or "default", output_json, error_json, cancel_reason or None)
 
+    def blob_fields(self) -> list[str]:
+        """The blob hash fields a finished run's outcome refers to (none, mostly): to read before :meth:`outcome`."""
+        return blob_fields_of((self.output_json, self.error_json)) if self.is_terminal else []
+
+    def _text(self, stored: str, name: str) -> str:
+        return resolve(stored, self.blobs, run_id=self.run_id, field=name)
+
     @property
     def is_terminal(self) -> bool:
         return self.status in TERMINAL_STATUSES
@@ -41,9 +52,14 @@ class RunState:
     def outcome(self) -> Any:
         """The output of a finished run, or the error its end means."""
         if self.status == "succeeded":
-            return codec.loads(self.output_json, what=f"run {self.run_id} outputJson") if self.output_json else None
+            if not self.output_json:
+                return None
+            return codec.loads(self._text(self.output_json, "outputJson"), what=f"run {self.run_id} outputJson")
         if self.status == "failed":
-            error = codec.try_loads(self.error_json)
+            try:
+                error = codec.try_loads(self._text(self.error_json, "errorJson")) if self.error_json else None
+            except CorruptDataError as exc:  # a blob missing or corrupt: the run failed, with an error that says so
+                error = {"name": type(exc).__name__, "message": str(exc)}
             raise RunFailedError(self.run_id, error if isinstance(error, dict) else None)
         if self.status == "canceled":
             raise CanceledError(f"Run canceled: {self.cancel_reason}" if self.cancel_reason else "Run canceled")

@@ -16,14 +16,20 @@ step's times are not in its record (they are in ``P:run:<id>:trace``).
 ``{"kind": "input", "message", "inputJsonSchema"?}``.
 
 No I/O, and no field names of our own layout: :mod:`redflow.core.models`
-turns an :class:`ArrayStep` into the object form.
+turns an :class:`ArrayStep` into the object form. The encoders at the end
+write records in this form for a worker that runs with
+``compat="redflow-0.1"`` (a 0.1.x worker refuses the object form). A
+durable wait of ours rides in the ``wait`` slot, which the asyncio package
+reads as no wait of its own (it knows event waits by their ``correlationKey``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from redflow.core import codec
 from redflow.core.errors import CorruptDataError
 
 RUNNING = 0
@@ -46,7 +52,7 @@ class ArrayStep:
     output: str | None = None  # succeeded: the stored output (JSON text or a @blob: reference)
     error: str | None = None  # failed / canceled: the stored error
     child_run_id: str | None = None
-    wait: dict[str, Any] | None = None  # running: an event or input wait (0.1.x kinds)
+    wait: dict[str, Any] | None = None  # running: a wait (0.1.x's event or input wait, or one of ours)
 
 
 def _count(value: Any) -> bool:
@@ -67,7 +73,7 @@ def parse_step_array(record: list[Any], *, what: str) -> ArrayStep:
         if not isinstance(fourth, int) or isinstance(fourth, bool):
             raise CorruptDataError(f"{what}: a running array step record's startedAt is an integer: {record!r:.80}")
         wait_until_at = record[4] if len(record) > 4 and isinstance(record[4], int) and not isinstance(record[4], bool) else None
-        wait = record[6] if len(record) > 6 and isinstance(record[6], dict) and record[6].get("kind") in ("event", "input") else None
+        wait = record[6] if len(record) > 6 and isinstance(record[6], dict) and isinstance(record[6].get("kind"), str) else None
         return ArrayStep("running", seq, attempt, started_at=fourth, wait_until_at=wait_until_at, child_run_id=_text(record, 5), wait=wait)
     if not isinstance(fourth, str):
         raise CorruptDataError(f"{what}: a finished array step record's payload is JSON text: {record!r:.80}")
@@ -80,3 +86,22 @@ def parse_step_array(record: list[Any], *, what: str) -> ArrayStep:
 def _text(record: list[Any], index: int) -> str | None:
     value = record[index] if len(record) > index else None
     return value if isinstance(value, str) and value else None
+
+
+# -- encoders (a worker with compat="redflow-0.1") ----------------------------
+
+
+def running_array(seq: int, attempt: int, started_at_ms: int, wake_at_ms: int | None = None, wait: Mapping[str, Any] | None = None) -> str:
+    """A running record; ``wake_at_ms``: a sleep's wake time; ``wait``: any other wait (ours)."""
+    record: list[Any] = [RUNNING, seq, attempt, started_at_ms]
+    if wake_at_ms is not None or wait is not None:
+        record.append(wake_at_ms)
+    if wait is not None:
+        record += [None, dict(wait)]
+    return codec.dumps(record)
+
+
+def finished_array(status: str, seq: int, attempt: int, payload_json: str) -> str:
+    """A succeeded (``payload_json``: its output), failed or canceled (its error) record."""
+    code = next(code for code, name in STATUS_NAMES.items() if name == status and code != RUNNING)
+    return codec.dumps([code, seq, attempt, payload_json])

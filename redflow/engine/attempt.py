@@ -22,26 +22,14 @@ import gevent
 from redflow.core.errors import CanceledError, RedflowError, UnknownWorkflowError
 from redflow.core.flow import parse_limits
 from redflow.core.keys import TERMINAL_STATUSES, new_id
-from redflow.core.models import EventWaiter, RunField, int_field, max_attempts_of
+from redflow.core.models import OBJECT_RECORDS, EventWaiter, RunField, StepForm, int_field, max_attempts_of
 from redflow.core.run_state import RunState
 from redflow.core.tags import tags_of
 from redflow.core.workflow_def import Registry, WorkflowDef
 from redflow.engine import deadlines, parking
 from redflow.engine.claim import NOT_AN_ID, Claimed, drop_invalid_entries
 from redflow.engine.context import WorkflowContext, call_on_failure
-from redflow.engine.decide import (
-    Abandoned,
-    Canceled,
-    Failed,
-    HandlerEnd,
-    Outcome,
-    Parked,
-    Retrying,
-    Skipped,
-    Succeeded,
-    decide,
-    returned,
-)
+from redflow.engine.decide import Abandoned, Canceled, Failed, HandlerEnd, Outcome, Parked, Retrying, Skipped, Succeeded, decide, returned
 from redflow.engine.fence import Fence
 from redflow.engine.interrupts import LEASE_LOST, CancelSignal, HandlerInterrupts, RunInterrupt
 from redflow.engine.lease import Lease, LeaseKeeper
@@ -54,7 +42,7 @@ from redflow.engine.streams import streamer
 from redflow.store import event_waiters, reads
 from redflow.store.children import end_for_deadline
 from redflow.store.enqueue import enqueue, enqueue_children
-from redflow.store.payloads import Payloads
+from redflow.store.payloads import Blobs, Payloads
 from redflow.store.port import Store
 from redflow.store.replies import StartReply, StepSaved
 from redflow.store.requests import SettleRequest, SignalTake, StartRequest
@@ -90,6 +78,8 @@ class Runtime:
     stopping: Callable[[], bool] = field(default=lambda: False)
     #: the worker's workflows with limits, for the start scripts (see engine/limits.py)
     limited: str = ""
+    #: how its steps are recorded (objects; arrays with compat="redflow-0.1")
+    step_form: StepForm = OBJECT_RECORDS
     observe: Callable[[Attempt, Outcome], None] = field(default=lambda attempt, outcome: None)
     observers: Observers = field(default_factory=Observers)
 
@@ -109,6 +99,7 @@ class Attempt:
         self.run_id = run_id = claimed.run_id
         self.client = rt.client
         self.payloads: Payloads = rt.store.payloads
+        self.step_form = rt.step_form
         self.token = claimed.token
         self.info = RunInfo(run_id, "", queue, 0, 1)
         self.signal = CancelSignal()
@@ -165,7 +156,7 @@ class Attempt:
         self._cleanup = RunField.ERROR_JSON in fields or RunField.AVAILABLE_AT in fields or RunField.OUTPUT_JSON in fields
         if RunField.NOTIFY_PARENT in fields:
             self.parent_link = (fields.get(RunField.PARENT_RUN_ID, ""), fields[RunField.NOTIFY_PARENT])
-        prepared = self._prepare(fields, reply.attempt)
+        prepared = self._prepare(fields, reply.attempt, reply.blobs)
         if not isinstance(prepared, tuple):
             return self.settle(prepared)
         workflow, input_value = prepared
@@ -174,7 +165,7 @@ class Attempt:
         if refused is not None:  # a limit's key function failed on the input: deterministic, so no retry
             call_on_failure(workflow, refused, input_value, self.info, self.log_extra())
             return self.settle(Failed(refused))
-        return self.settle(self._run(workflow, input_value, fields, reply.steps))
+        return self.settle(self._run(workflow, input_value, fields, reply))
 
     def _start(self) -> tuple[StartReply | None, Exception | None]:
         """The start reply (None: the claimed entry is not a run id), and the error
@@ -192,16 +183,16 @@ class Attempt:
     def _start_request(self) -> StartRequest:
         return StartRequest(self.run_id, self.queue, self.token, self.rt.lease_ms, self.now_ms(), self.rt.limited)
 
-    def _run(self, workflow: WorkflowDef, input_value: Any, fields: dict[str, str], raw_steps: dict[str, str]) -> Outcome:
+    def _run(self, workflow: WorkflowDef, input_value: Any, fields: dict[str, str], reply: StartReply) -> Outcome:
         rt = self.rt
         if rt.observers.active:
             rt.observers.on_start(self.run_id, self.info.workflow, self.queue, self.info.attempt)
             rt.observers.on_attempt_begin(self.info, fields)
-        cache, max_seq = load_step_cache(raw_steps)
+        cache, max_seq = load_step_cache(reply.steps)
         self.lease.deadline_ms = self.info.deadline_ms or 0  # the keeper stops the attempt then
         rt.keeper.track(self.lease)
         try:
-            return self._run_handler(workflow, input_value, StepApi(self, cache, max_seq))
+            return self._run_handler(workflow, input_value, StepApi(self, cache, max_seq, stored=reply.steps, blobs=reply.blobs))
         finally:
             rt.keeper.untrack(self.lease)
 
@@ -217,8 +208,8 @@ class Attempt:
             )  # fmt: skip
             rt.observers.on_attempt(report)
 
-    def _prepare(self, fields: dict[str, str], attempt: int) -> tuple[WorkflowDef, Any] | Outcome:
-        """Who runs and with what input; a Failed outcome when that cannot be known."""
+    def _prepare(self, fields: dict[str, str], attempt: int, blobs: Blobs) -> tuple[WorkflowDef, Any] | Outcome:
+        """Who runs and with what input (read through ``blobs``); a Failed outcome when that cannot be known."""
         what = f"run {self.run_id}"
         name = fields.get(RunField.WORKFLOW, "")
         try:
@@ -235,8 +226,8 @@ class Attempt:
             return Failed(UnknownWorkflowError(name))
         try:
             raw = fields.get(RunField.INPUT_JSON) or None
-            input_value = workflow.validate(self.payloads.loads(raw, what=f"{what} inputJson"))
-        except Exception as exc:  # corrupt JSON or a schema's rejection: deterministic, so no retry
+            input_value = workflow.validate(self.payloads.loads_stored(raw, blobs, run_id=self.run_id, field=RunField.INPUT_JSON))
+        except Exception as exc:  # corrupt JSON, a missing blob or a schema's rejection: deterministic, so no retry
             call_on_failure(workflow, exc, None, self.info, self.log_extra())
             return Failed(exc)
         return workflow, input_value
@@ -312,13 +303,13 @@ class Attempt:
             index_keys=self.store.keys.terminal_index_keys(self.info.workflow, self.info.tags, self.queue),
             limited=rt.limited,
         )
-        match outcome:
+        match outcome:  # a payload over the store's blob threshold goes as a @blob: reference and its blob
             case Succeeded(output_json):
-                request.output_json = output_json
+                request.set_output(self.payloads.stored(output_json))
             case Failed(error) | Canceled(error):
-                request.error_json = self.payloads.dumps_error(error)
+                request.set_error(self.payloads.stored(self.payloads.dumps_error(error)))
             case Retrying(error, delay_ms):
-                request.error_json, request.retry_at_ms = self.payloads.dumps_error(error), now_ms + delay_ms
+                request.set_error(self.payloads.stored(self.payloads.dumps_error(error)), retry_at_ms=now_ms + delay_ms)
             case Parked(park):  # a cancel pending meanwhile ends it canceled, with this error
                 request.error_json, request.park = parking.CANCELED_JSON, park.settle_args()
         return request, sent_ms
@@ -374,9 +365,9 @@ class Attempt:
         """Start child runs with ``create`` so that none outlives a cancel of this run (engine/fence.py)."""
         return self.fence.start_children(create, self.interrupts_held)
 
-    def save_step(self, name: str, step_json: str, expected: str = "") -> str | None:
-        """Record a step, fenced by the lease (engine/fence.py); ``expected``: only over that record."""
-        return self.fence.save_step(name, step_json, expected)
+    def save_step(self, name: str, step_json: str, expected: str = "", blob: tuple[str, str] | None = None) -> str | None:
+        """Record a step (and the ``blob`` it refers to), fenced by the lease (engine/fence.py); ``expected``: only over that record."""
+        return self.fence.save_step(name, step_json, expected, blob)
 
     def take_signal(self, take: SignalTake) -> StepSaved:
         """``step.wait_for_signal``'s take with its step's record, fenced by the lease (engine/fence.py)."""

@@ -86,9 +86,9 @@ class Fence:
             return
         self._stop_unless_owned(self._confirm())
 
-    def save_step(self, name: str, step_json: str, expected: str = "") -> str | None:
-        """Record a step, fenced by the lease (see :meth:`_heed`). ``expected``: write
-        only over that record; if the step holds another, it is returned."""
+    def save_step(self, name: str, step_json: str, expected: str = "", blob: tuple[str, str] | None = None) -> str | None:
+        """Record a step (and the ``blob`` its ``@blob:`` reference names), fenced by the lease
+        (see :meth:`_heed`). ``expected``: write only over that record; if the step holds another, it is returned."""
         lease = self.lease
         try:
             saved = self.store.scripts.save_step(
@@ -99,6 +99,7 @@ class Fence:
                 step_json=step_json,
                 lease_ms=self.lease_ms,
                 expected=expected,
+                blob=blob,
                 conn=self.conn,
             )
         except RedisError as exc:

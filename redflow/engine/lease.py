@@ -22,7 +22,7 @@ import gevent
 from gevent.event import Event
 from redis.exceptions import NoScriptError, RedisError
 
-from redflow.core.models import RunField, step_running_json
+from redflow.core.models import RunField
 from redflow.engine.interrupts import CANCELED, DEADLINE, LEASE_LOST
 from redflow.engine.observers import Observers
 from redflow.store.replies import StepSaved
@@ -165,7 +165,7 @@ class LeaseKeeper:
                 queue=lease.queue,
                 token=lease.token,
                 name=step.name,
-                step_json=step_running_json(step.seq, step.started_at_ms),
+                step_json=step.marker(),
                 lease_ms=self.lease_ms,
                 marker_started_at_ms=step.started_at_ms,
                 conn=pipe,

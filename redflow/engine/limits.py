@@ -21,7 +21,9 @@ import logging
 
 from redflow.core.flow import limits_spec
 from redflow.core.keys import new_id
+from redflow.core.models import RunField
 from redflow.core.workflow_def import Registry
+from redflow.store.payloads import read_blobs
 from redflow.store.port import Store
 from redflow.store.replies import StartReply
 from redflow.store.requests import StartRequest
@@ -51,7 +53,9 @@ def start_admitted(
     limits, refused = NO_LIMITS, None
     if workflow is not None and workflow.flow.active:
         try:
-            value = workflow.validate(store.payloads.loads(reply.detail or "null", what=f"run {request.run_id} inputJson"))
+            raw = reply.detail or "null"  # a @blob: reference is read from the run's blob hash
+            blobs = read_blobs(store.redis, store.keys.run_blobs(request.run_id, request.queue), (raw,))
+            value = workflow.validate(store.payloads.loads_stored(raw, blobs, run_id=request.run_id, field=RunField.INPUT_JSON))
             limits = limits_spec(store.keys, workflow.name, request.queue, workflow.flow, value)
         except Exception as exc:  # bad input: the run fails (an unreadable input is reported again by the attempt)
             refused = exc

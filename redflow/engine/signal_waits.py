@@ -17,9 +17,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from redflow.core import codec
 from redflow.core.errors import CorruptDataError
-from redflow.core.models import WAIT_SIGNAL, Wait, step_succeeded_around, step_waiting_json
+from redflow.core.models import WAIT_SIGNAL, Wait, step_record
 from redflow.engine.waits import (
     ParkRequest,
     ParkRun,
@@ -29,6 +28,7 @@ from redflow.engine.waits import (
     look_again_at,
     started_at_ms_of,
     succeeded,
+    waiting_record,
 )
 from redflow.store.requests import SignalTake
 
@@ -50,15 +50,15 @@ def wait_for_signal(steps: Recorder, host: StepHost, step: str, name: str, timeo
     now_ms, seq = host.now_ms(), steps.seq_of(record)
     if wait is None:
         wait = Wait(WAIT_SIGNAL, signal=name, timeout_at_ms=deadline_ms(now_ms, timeout_ms))
-        waiting, started_at_ms = step_waiting_json(seq, now_ms, wait), now_ms
+        waiting, started_at_ms = waiting_record(host, seq, now_ms, wait), now_ms
     else:  # a replay: the stored wait stands (its signal and its timeout)
-        waiting, started_at_ms = codec.dumps(record), started_at_ms_of(record, now_ms)
+        waiting, started_at_ms = steps.stored(step), started_at_ms_of(record, now_ms)
     signal = wait.signal or name
-    before, after = step_succeeded_around(seq, started_at_ms, now_ms, host.info.attempt)
+    before, after = host.step_form.succeeded_around(seq, host.info.attempt, started_at_ms, now_ms)  # in the waiting record's form
     looked = host.take_signal(SignalTake(step, signal, waiting, before, after, wait.timeout_at_ms, now_ms))
     if looked.state in RESOLVED:
-        resolved = codec.loads(looked.current, what=f"step {step!r} record")
+        resolved = step_record(looked.current, f"step {step!r}")  # an object, or an array record (compat)
         if not isinstance(resolved, dict):
-            raise CorruptDataError(f"step {step!r} of run {host.run_id}: its record is not a JSON object")
+            raise CorruptDataError(f"step {step!r} of run {host.run_id}: its record does not decode ({resolved.reason})")
         return steps.replay(step, resolved)
     raise ParkRun(ParkRequest(WAIT_SIGNAL, step, waiting, look_again_at(now_ms, wait.timeout_at_ms), signal=signal))

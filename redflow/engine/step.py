@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 import gevent
 from gevent import GreenletExit
 
-from redflow.core import codec
 from redflow.core.errors import (
     CorruptDataError,
     OutputSerializationError,
@@ -30,13 +29,14 @@ from redflow.core.errors import (
     TimeoutError,
 )
 from redflow.core.idempotency import step_event_idempotency_key, step_workflow_idempotency_key
-from redflow.core.models import STEP_SUCCEEDED, StepField, step_failed_json, step_seq, step_succeeded_json
+from redflow.core.models import STEP_SUCCEEDED, StepField, Unreadable, step_record, step_seq
 from redflow.core.retry import RetryPolicy
 from redflow.core.signals import check_signal_name, signal_step_name
 from redflow.core.tags import validate_tags
 from redflow.engine import signal_waits, step_retry, waits
 from redflow.engine.interrupts import RunInterrupt
 from redflow.engine.step_host import RunningStep, StepHost
+from redflow.store.payloads import Blobs
 
 if TYPE_CHECKING:
     from redflow.core.run_state import RunState
@@ -50,20 +50,22 @@ class _StepTimeout(BaseException):
 
 
 class _Corrupt:
-    """Stands for a cached step record that is not valid JSON."""
+    """Stands for a cached step record that does not decode."""
 
-    def __init__(self, raw: str) -> None:
+    def __init__(self, raw: str, reason: str) -> None:
         self.raw = raw
+        self.reason = reason
 
 
 def load_step_cache(raw_steps: Mapping[str, str]) -> tuple[dict[str, Any], int]:
-    """Decode the steps hash: records by name, and the highest seq seen."""
+    """Decode the steps hash: records by name (in the object form: the asyncio
+    package's array records are translated), and the highest seq seen."""
     cache: dict[str, Any] = {}
     max_seq = 0
     for name, raw in raw_steps.items():
-        record = codec.try_loads(raw)
-        if not isinstance(record, dict):
-            cache[name] = _Corrupt(raw)
+        record = step_record(raw, f"step {name!r}")
+        if isinstance(record, Unreadable):
+            cache[name] = _Corrupt(raw, record.reason)
             continue
         cache[name] = record
         max_seq = max(max_seq, step_seq(record) or 0)
@@ -98,12 +100,18 @@ class StepApi:
     recorded (the :class:`~redflow.engine.step_host.Recorder` interface the
     durable waits build on); a handler calls the steps below them."""
 
-    def __init__(self, host: StepHost, cache: dict[str, Any], max_seq: int) -> None:
+    def __init__(
+        self, host: StepHost, cache: dict[str, Any], max_seq: int, *, stored: Mapping[str, str] | None = None, blobs: Blobs | None = None
+    ) -> None:
         self._host = host
         self._cache = cache
         self._max_seq = max_seq
         self._used: set[str] = set()
         self._signal_waits: dict[str, int] = {}  # signal name -> wait_for_signal calls so far
+        #: The records as stored (the text a durable wait must find again), and the
+        #: run's blobs their outputs refer to (read with them when the attempt started).
+        self._stored: dict[str, str] = dict(stored or {})
+        self._blobs: Blobs = blobs or {}
 
     # -- the core: one durable step ----------------------------------------
     def run(self, name: str, fn: Callable[..., Any], *, timeout: float | None = None, retry: RetryPolicy | None = None) -> Any:
@@ -131,14 +139,24 @@ class StepApi:
         self._used.add(name)
         record = self._cache.get(name)
         if isinstance(record, _Corrupt):
-            raise CorruptDataError(f"step {name!r} of run {host.run_id}: stored record is not valid JSON: {record.raw[:80]!r}")
+            raise CorruptDataError(
+                f"step {name!r} of run {host.run_id}: stored record does not decode ({record.reason}): {record.raw[:80]!r}"
+            )
         if record is None or record.get(StepField.STATUS) != STEP_SUCCEEDED:
             host.confirm_owner()
         return record
 
     def replay(self, name: str, record: dict[str, Any]) -> Any:
-        """The output a succeeded step stored."""
-        return self._host.payloads.loads(record.get(StepField.OUTPUT_JSON), what=f"step {name!r} output")
+        """The output a succeeded step stored (a ``@blob:`` reference is read from the
+        run's blobs: :class:`MissingBlobError`, which fails the run, when it is not there)."""
+        host = self._host
+        return host.payloads.loads_stored(
+            record.get(StepField.OUTPUT_JSON), self._blobs, run_id=host.run_id, field=f"step {name!r} outputJson"
+        )
+
+    def stored(self, name: str) -> str:
+        """The record of ``name`` exactly as stored (read at the start, or written since)."""
+        return self._stored[name]
 
     def seq_of(self, record: dict[str, Any] | None) -> int:
         """The step's seq: kept from its record (a step re-run after failure keeps it), else the next one."""
@@ -165,7 +183,7 @@ class StepApi:
         resolved it meanwhile, that record's output is returned instead.
         ``tries``: which try this is, of a step with a retry policy (0: none)."""
         host = self._host
-        running = RunningStep(name, seq, host.now_ms() if started_at_ms is None else started_at_ms)
+        running = RunningStep(name, seq, host.now_ms() if started_at_ms is None else started_at_ms, host.info.attempt, host.step_form)
         host.running_steps[name] = running
         began = time.perf_counter()
         try:
@@ -186,26 +204,28 @@ class StepApi:
                 self._save_failed(name, seq, running, exc, expected, tries)
             raise  # the engine's interrupt (the attempt is being stopped) is not a step failure
         host.running_steps.pop(name, None)
-        found = host.save_step(
-            name, step_succeeded_json(seq, running.started_at_ms, host.now_ms(), output_json, host.info.attempt, tries), expected
-        )
+        output = host.payloads.stored(output_json)
+        saved = host.step_form.succeeded(seq, host.info.attempt, running.started_at_ms, host.now_ms(), output.value, tries)
+        found = host.save_step(name, saved, expected, blob=output.blob)
         if found is not None:  # resolved meanwhile (an event delivered): that outcome stands
             return self._resolved_meanwhile(name, found)
         self._cache[name] = {StepField.STATUS: STEP_SUCCEEDED, StepField.SEQ: seq, StepField.OUTPUT_JSON: output_json}
+        self._stored[name] = saved
         host.step_observed(name, "succeeded", time.perf_counter() - began)
         return value
 
     def _resolved_meanwhile(self, name: str, found: str) -> Any:
-        record = codec.try_loads(found)
+        record = step_record(found, f"step {name!r}")
         if isinstance(record, dict) and record.get(StepField.STATUS) == STEP_SUCCEEDED:
-            self._cache[name] = record
+            self._cache[name], self._stored[name] = record, found
             return self.replay(name, record)
         raise RedflowError(f"step {name!r} of run {self._host.run_id} was changed by another writer: {found[:80]!r}")
 
     def _save_failed(self, name: str, seq: int, running: RunningStep, exc: BaseException, expected: str = "", tries: int = 0) -> None:
         host = self._host
-        error_json = host.payloads.dumps_error(exc)
-        host.save_step(name, step_failed_json(seq, running.started_at_ms, host.now_ms(), error_json, host.info.attempt, tries), expected)
+        error = host.payloads.stored(host.payloads.dumps_error(exc))
+        saved = host.step_form.failed(seq, host.info.attempt, running.started_at_ms, host.now_ms(), error.value, tries)
+        host.save_step(name, saved, expected, blob=error.blob)
 
     def _call(self, fn: Callable[..., Any], name: str, timeout: float | None) -> Any:
         args = (self._host.signal,) if _wants_signal(fn) else ()

@@ -37,7 +37,6 @@ from redflow.core.models import (
     EventWaiter,
     StepField,
     Wait,
-    step_waiting_json,
 )
 
 if TYPE_CHECKING:
@@ -109,7 +108,7 @@ def _sleep(steps: Recorder, host: StepHost, name: str, wake_at_of: Callable[[int
     if wake_at_ms <= now_ms:  # over (or never started): done
         steps.execute(name, seq, _nothing, started_at_ms=started_at_ms_of(record, now_ms))
         return
-    waiting = codec.dumps(record) if wait is not None else step_waiting_json(seq, now_ms, Wait(WAIT_SLEEP, wake_at_ms=wake_at_ms))
+    waiting = steps.stored(name) if wait is not None else waiting_record(host, seq, now_ms, Wait(WAIT_SLEEP, wake_at_ms=wake_at_ms))
     raise ParkRun(ParkRequest(WAIT_SLEEP, name, waiting, wake_at_ms))
 
 
@@ -129,12 +128,12 @@ def wait_for_event(
     now_ms, seq = host.now_ms(), steps.seq_of(record)
     if wait is None:
         wait = Wait(WAIT_EVENT, event=event, match=match, timeout_at_ms=deadline_ms(now_ms, timeout_ms))
-        waiting = step_waiting_json(seq, now_ms, wait)
+        waiting = waiting_record(host, seq, now_ms, wait)
         # Stored before its index entry exists: an event that finds the entry finds the record and
         # resolves it, even before the park's settle or with this worker killed before it.
         host.save_step(name, waiting)
     else:  # a replay: the stored wait stands
-        waiting = codec.dumps(record)
+        waiting = steps.stored(name)
     waiter = EventWaiter(host.run_id, host.info.queue, name, wait.match or {}, waiting)
     if wait.timeout_at_ms is not None and wait.timeout_at_ms <= now_ms:
         value = steps.execute(name, seq, _nothing, started_at_ms=started_at_ms_of(record, now_ms), expected=waiting)
@@ -158,9 +157,9 @@ def run_workflows(steps: Recorder, host: StepHost, name: str, workflow: Workflow
     if wait is None:
         values = list(inputs)
         ids = tuple(host.fence_children(lambda: host.start_children(workflow, values, name)))
-        waiting, started_at_ms = step_waiting_json(seq, now_ms, Wait(WAIT_CHILDREN, children=ids)), now_ms
+        waiting, started_at_ms = waiting_record(host, seq, now_ms, Wait(WAIT_CHILDREN, children=ids)), now_ms
     else:
-        ids, waiting, started_at_ms = wait.children, codec.dumps(record), started_at_ms_of(record, now_ms)
+        ids, waiting, started_at_ms = wait.children, steps.stored(name), started_at_ms_of(record, now_ms)
     states = host.read_states(ids)
     running = tuple(child for child, state in zip(ids, states) if state is not None and not state.is_terminal)
     if not running:
@@ -181,6 +180,11 @@ def begin_wait(steps: Recorder, host: StepHost, name: str, kind: str) -> tuple[d
         raise RedflowError(f"step {name!r}: a durable wait cannot run inside another step ({', '.join(running)})")
     wait = Wait.of_record(record)
     return record, wait if wait is not None and wait.kind == kind else None
+
+
+def waiting_record(host: StepHost, seq: int, now_ms: int, wait: Wait) -> str:
+    """The running record of a step that starts waiting, in the host's step form (objects, or arrays with compat)."""
+    return host.step_form.waiting(seq, host.info.attempt, now_ms, wait)
 
 
 def deadline_ms(now_ms: int, timeout_ms: int | None) -> int | None:

@@ -20,9 +20,10 @@ from gevent import monkey
 from gevent.event import Event
 from redis.exceptions import RedisError
 
-from redflow.client import RedflowClient, create_client, set_default_client
+from redflow.client import RedflowClient, set_default_client
 from redflow.core.errors import RedflowError
 from redflow.core.keys import new_id
+from redflow.core.models import ARRAY_RECORDS, OBJECT_RECORDS
 from redflow.core.retention import Retention
 from redflow.core.version import VERSION
 from redflow.core.workflow_def import Registry, get_default_registry
@@ -38,7 +39,7 @@ from redflow.engine.observers import Observers, global_observers
 from redflow.engine.parking import ScheduledEvents
 from redflow.engine.retention import RetentionCleaner
 from redflow.engine.sweeper import OrphanSweeper
-from redflow.store.connection import create_redis, resolve_default_retention, resolve_prefix, resolve_refuse_evicting
+from redflow.store.connection import create_redis, resolve_default_retention, resolve_interop, resolve_prefix, resolve_refuse_evicting
 from redflow.store.memory import check_eviction_policy
 from redflow.store.mux_connection import Connection, shared_connections
 from redflow.store.port import Store
@@ -106,7 +107,8 @@ class Worker:
         self.observers = Observers([*observers, *global_observers()])
         self.registry = registry
         self.options = options
-        self.queues = list(options.queues) or registry.queues()
+        scoped = client.store.interop.queue  # an app name scopes the queues, as the asyncio package's worker does
+        self.queues = list(dict.fromkeys(scoped(queue) for queue in options.queues or registry.queues()))
         self._owns_client = owns_client
         self._stopping = Event()
         self._loops_stop = Event()
@@ -137,6 +139,7 @@ class Worker:
             observe=self._observe,
             observers=self.observers,
             limited=limited,
+            step_form=ARRAY_RECORDS if store.interop.array_steps else OBJECT_RECORDS,
         )
 
     def _add_roles(self, store: Store, targets: Targets) -> None:
@@ -402,8 +405,13 @@ def start_worker(
     refuse_evicting_redis: bool | None = None,
     share_connections: bool = True,
     heartbeat_s: float = DEFAULT_BEAT_S,
+    app: str | None = None,
+    blob_threshold: int | None = None,
+    compat: str | None = None,
 ) -> Worker:
-    """Start a worker for ``registry`` (default: the default registry) and return it."""
+    """Start a worker for ``registry`` (default: the default registry) and return it.
+    ``app``, ``blob_threshold`` and ``compat``: as :func:`~redflow.client.create_client`'s
+    (sharing Redis with the asyncio ``redflow`` 0.1.x: docs/interop.md)."""
     _require_gevent_patching()
     registry = registry if registry is not None else get_default_registry()
     options = WorkerOptions(
@@ -422,13 +430,14 @@ def start_worker(
         share_connections=share_connections,
         heartbeat_s=heartbeat_s,
     )
-    if redis is not None:
-        client, owned = create_client(redis=redis, prefix=prefix, registry=registry), False
+    settings = resolve_interop(app, blob_threshold, compat)
+    if redis is not None:  # (its eviction policy is checked when the worker starts)
+        client, owned = RedflowClient(redis, prefix=prefix, registry=registry, interop=settings), False
     else:
         # Waits for child results and step I/O take pool connections besides the slots' own.
         pool_size = max(100, 2 * concurrency + 16)
         base = create_redis(url, max_connections=pool_size, cluster=cluster)
-        client, owned = RedflowClient(base, prefix=resolve_prefix(prefix), registry=registry, owns_redis=True), True
+        client, owned = RedflowClient(base, prefix=resolve_prefix(prefix), registry=registry, owns_redis=True, interop=settings), True
     try:
         return Worker(client=client, registry=registry, options=options, owns_client=owned, observers=observers).start()
     except BaseException:

@@ -1,7 +1,7 @@
 """Redis clients: single server, Redis Cluster and Sentinel, from URLs.
 
 The one place environment variables are read (``REDIS_URL``,
-``REDFLOW_PREFIX``, ``REDFLOW_RUN_RETENTION_DAYS``,
+``REDFLOW_PREFIX``, ``REDFLOW_APP``, ``REDFLOW_RUN_RETENTION_DAYS``,
 ``REDFLOW_REFUSE_EVICTING_REDIS``). Every client decodes replies to ``str``
 (hiredis does it in C), so the rest of redflow never sees bytes. URLs:
 
@@ -23,6 +23,7 @@ from redis.cluster import ClusterNode, RedisCluster
 from redis.sentinel import Sentinel, SentinelConnectionPool
 
 from redflow.core.errors import RedflowError
+from redflow.core.interop import Interop, interop
 from redflow.core.keys import DEFAULT_PREFIX
 from redflow.core.retention import DEFAULT_RETENTION, Retention, retention_from_days
 
@@ -35,6 +36,18 @@ REFUSE_EVICTING_ENV = "REDFLOW_REFUSE_EVICTING_REDIS"
 # server's thousand greenlets share a bounded pool.
 DEFAULT_MAX_CONNECTIONS = 128
 POOL_WAIT_S = 30.0
+
+
+def resolve_app(app: str | None = None) -> str | None:
+    """An explicit app name wins; else ``REDFLOW_APP`` if not blank (as the asyncio package reads it); else None."""
+    if app is not None:
+        return app
+    return os.environ.get("REDFLOW_APP", "").strip() or None
+
+
+def resolve_interop(app: str | None = None, blob_threshold: int | None = None, compat: str | None = None) -> Interop:
+    """The interop settings of a client or worker (``core/interop.py``), its app name from ``REDFLOW_APP`` when not given."""
+    return interop(resolve_app(app), blob_threshold, compat)
 
 
 def resolve_prefix(prefix: str | None = None) -> str:

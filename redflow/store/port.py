@@ -2,7 +2,9 @@
 
 A :class:`Store` is a value: the connection, the keys, the script wrappers,
 Redis's clock, the run locator, the payload codec and the run search, built
-once and shared. The client is built over one and so is every background
+once and shared, with the interop settings (``core/interop.py``: an app name
+scoping queues, payloads by reference, step records as arrays) of everything
+that works through it. The client is built over one and so is every background
 role of a worker (promoter, reaper, sweepers, retention, heartbeat,
 scheduled events, cron) and every attempt: the engine reaches Redis through
 this port, not through the user-facing client. Handlers get a client built
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from redflow.core.interop import NONE, Interop
 from redflow.core.keys import Keys
 from redflow.store.batch import Batch
 from redflow.store.connection import is_cluster
@@ -27,16 +30,17 @@ from redflow.store.server_clock import ServerClock
 class Store:
     """Redis, keys, scripts, clock, locator, payloads and search of one prefix."""
 
-    __slots__ = ("redis", "prefix", "keys", "scripts", "clock", "locator", "payloads", "search")
+    __slots__ = ("redis", "prefix", "keys", "scripts", "clock", "locator", "payloads", "search", "interop")
 
-    def __init__(self, redis: Any, prefix: str) -> None:
+    def __init__(self, redis: Any, prefix: str, *, interop: Interop = NONE) -> None:
         self.redis = redis
+        self.interop = interop
         self.prefix = prefix
         self.keys = Keys(prefix, cluster=is_cluster(redis))
         self.scripts = Scripts(redis, self.keys)
         self.clock = ServerClock(redis)
         self.locator = RunLocator(redis, self.keys)
-        self.payloads = Payloads()
+        self.payloads = Payloads(interop.blob_threshold_bytes)
         self.search = RunSearch(redis, self.keys, self.scripts)
 
     def __repr__(self) -> str:

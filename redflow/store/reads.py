@@ -3,19 +3,24 @@
 A run is found by id through the locator (its queue, on a cluster). A
 waiter reads the few fields of :class:`~redflow.core.run_state.RunState`
 and wakes on the run's done token, which whoever finishes a waited-for run
-pushes (``watch_run.lua`` flags the run as waited for).
+pushes (``watch_run.lua`` flags the run as waited for). Payloads stored as
+``@blob:`` references are read from the run's blob hash in one more round
+trip, only for runs that hold one (``store/payloads.py``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from redflow.core import codec
+from redflow.core.blobs import refs_in
 from redflow.core.errors import RunNotFoundError, TimeoutError
-from redflow.core.models import Run, RunField, Step, TriggerField, WorkflowField, decoded
+from redflow.core.models import PAYLOAD_FIELDS, Run, RunField, Step, TriggerField, WorkflowField, payload
 from redflow.core.run_state import STATE_FIELDS, RunState
+from redflow.store.payloads import read_blobs, read_many_blobs
 from redflow.store.port import Store
 
 WAIT_SLICE_MIN_S = 0.05
@@ -32,7 +37,11 @@ def read_state(store: Store, run_id: str, *, watch: bool = False) -> RunState | 
         reply = store.scripts.watch_run(run_id=run_id, queue=slot_queue)
     else:
         reply = store.redis.hmget(store.keys.run(run_id, slot_queue), STATE_FIELDS)
-    return RunState.from_reply(run_id, reply)
+    state = RunState.from_reply(run_id, reply)
+    if state is not None and state.blob_fields():
+        blobs = read_blobs(store.redis, store.keys.run_blobs(run_id, slot_queue), (state.output_json, state.error_json))
+        state = dataclasses.replace(state, blobs=blobs)
+    return state
 
 
 def read_states(store: Store, run_ids: Sequence[str]) -> list[RunState | None]:
@@ -43,7 +52,13 @@ def read_states(store: Store, run_ids: Sequence[str]) -> list[RunState | None]:
         if found:
             pipe.hmget(store.keys.run(run_id, queue), STATE_FIELDS)
     replies = iter(pipe.execute() if len(pipe) else [])
-    return [RunState.from_reply(run_id, next(replies)) if found else None for run_id, (found, _) in zip(run_ids, located)]
+    states = [RunState.from_reply(run_id, next(replies)) if found else None for run_id, (found, _) in zip(run_ids, located)]
+    referring = [(i, state) for i, state in enumerate(states) if state is not None and state.blob_fields()]
+    if referring:
+        wanted = [(store.keys.run_blobs(state.run_id, located[i][1]), (state.output_json, state.error_json)) for i, state in referring]
+        for (i, state), blobs in zip(referring, read_many_blobs(store.redis, wanted)):
+            states[i] = dataclasses.replace(state, blobs=blobs)
+    return states
 
 
 def wait_for(store: Store, run_id: str, *, timeout_s: float = 30.0, assist: Callable[[RunState], bool] | None = None) -> RunState:
@@ -71,22 +86,31 @@ def wait_for(store: Store, run_id: str, *, timeout_s: float = 30.0, assist: Call
 
 
 def get_run(store: Store, run_id: str) -> Run | None:
-    key = store.locator.run_key(run_id)
-    fields = store.redis.hgetall(key) if key else None
-    return Run.from_hash(run_id, fields) if fields else None
+    found, queue = store.locator.slot_queue(run_id)
+    fields = store.redis.hgetall(store.keys.run(run_id, queue)) if found else None
+    if not fields:
+        return None
+    blobs = read_blobs(store.redis, store.keys.run_blobs(run_id, queue), (fields.get(name) for name in PAYLOAD_FIELDS))
+    return Run.from_hash(run_id, fields, blobs=blobs)
 
 
 def get_steps(store: Store, run_id: str) -> list[Step]:
     found, queue = store.locator.slot_queue(run_id)
     raw = store.redis.hgetall(store.keys.run_steps(run_id, queue)) if found else {}
-    return sorted((Step.from_json(name, value) for name, value in raw.items()), key=lambda s: (s.seq, s.name))
+    refs = [ref for record in raw.values() for ref in refs_in(record)]
+    blobs = read_blobs(store.redis, store.keys.run_blobs(run_id, queue), refs)
+    steps = (Step.from_json(name, value, blobs=blobs, run_id=run_id) for name, value in raw.items())
+    return sorted(steps, key=lambda s: (s.seq, s.name))
 
 
 def get_progress(store: Store, run_id: str) -> Any:
     """The latest ``ctx.progress`` value of a run, or ``None``."""
-    key = store.locator.run_key(run_id)
-    raw = store.redis.hget(key, RunField.PROGRESS_JSON) if key else None
-    return None if raw is None or raw == "" else decoded(raw, f"run {run_id} progressJson")
+    found, queue = store.locator.slot_queue(run_id)
+    raw = store.redis.hget(store.keys.run(run_id, queue), RunField.PROGRESS_JSON) if found else None
+    if raw is None or raw == "":
+        return None
+    blobs = read_blobs(store.redis, store.keys.run_blobs(run_id, queue), (raw,))
+    return payload(raw, blobs, run_id=run_id, field=RunField.PROGRESS_JSON)
 
 
 def status_counts(store: Store, statuses: Iterable[str], queues: Sequence[str | None]) -> dict[str, int]:

@@ -8,6 +8,9 @@ from typing import Any
 
 from redflow.core.models import RunField
 
+#: The blobs of a start that read none (shared: never changed).
+_NO_BLOBS: dict[str, str | None] = {}
+
 
 def _pairs(flat: Sequence[Any]) -> dict[str, str]:
     return dict(zip(flat[::2], flat[1::2]))
@@ -35,7 +38,8 @@ class StartReply:
     ``detail`` the ms it is due, or "") or ``admit`` (its limits are to be
     computed: ``detail`` is its inputJson) or ``expired`` (past a deadline, not
     started: ``detail`` is ``start`` or ``timeout``, with its ``fields``).
-    ``attempt`` is the attempt number the start made (of an expired run: its last)."""
+    ``attempt`` is the attempt number the start made (of an expired run: its last);
+    ``blobs`` what its input and steps refer to."""
 
     kind: str
     status: str = ""
@@ -44,12 +48,15 @@ class StartReply:
     steps: dict[str, str] = field(default_factory=dict)
     attempt: int = 0
     detail: str = ""
+    #: The run's blob hash fields its input or steps refer to (``@blob:`` references), read by the start.
+    blobs: dict[str, str | None] = field(default_factory=dict)
 
     @classmethod
     def parse(cls, reply: Sequence[Any]) -> StartReply:
         kind = reply[0]
         if kind == "started":
-            return cls(kind, fields=_pairs(reply[1]), steps=_pairs(reply[2]), attempt=int(reply[3]))
+            blobs = dict(zip(reply[4], reply[5])) if len(reply) > 4 else _NO_BLOBS
+            return cls(kind, fields=_pairs(reply[1]), steps=_pairs(reply[2]), attempt=int(reply[3]), blobs=blobs)
         if kind == "expired":
             fields = _pairs(reply[4])
             return cls(kind, status=reply[1], workflow=reply[2] or "", fields=fields, attempt=_attempt_of(fields), detail=reply[3])

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from redflow.core.blobs import Stored
 from redflow.core.deadlines import NO_DEADLINES, Deadlines
 from redflow.core.models import RunField
 from redflow.core.tags import tags_json
@@ -53,6 +54,11 @@ class EnqueueRequest:
     fields: Mapping[str, str] = field(default_factory=dict)
     #: ``start_within`` and ``timeout``, fixed on the run as absolute times when it is created.
     deadlines: Deadlines = NO_DEADLINES
+    #: ``input_json`` is a ``@blob:`` reference: (blob field, blob value), written with the run.
+    input_blob: tuple[str, str] | None = None
+    #: Also write ``parentRunId`` = "" on a run without a parent, as the asyncio package
+    #: does (compat): then whoever ends it adds its entry to its terminal stream.
+    mark_parent: bool = False
 
     def due_ms(self, created_at_ms: int) -> int:
         """``available_at_ms``, or the run's deadline if that comes first (see ``Deadlines.due_ms``)."""
@@ -64,6 +70,8 @@ class EnqueueRequest:
         extra = dict(self.fields)
         if self.deadlines.active:
             extra.update(self.deadlines.run_fields(created_at_ms, self.due_ms(created_at_ms)))
+        if self.mark_parent and not self.parent_run_id:
+            extra[RunField.PARENT_RUN_ID] = ""
         if self.notify_parent:
             extra[RunField.NOTIFY_PARENT] = self.notify_parent
         if self.priority:
@@ -134,6 +142,16 @@ class SettleRequest:
     limited: str = ""
     #: The wait of a parking run (``park_run`` in waits.lua).
     park: Sequence[str] = ()
+    #: The output or error is a ``@blob:`` reference: (blob field, blob value), written with it.
+    blob: tuple[str, str] | None = None
+
+    def set_output(self, output: Stored) -> None:
+        """The run's output as stored (:meth:`Payloads.stored <redflow.store.payloads.Payloads.stored>`)."""
+        self.output_json, self.blob = output.value, output.blob
+
+    def set_error(self, error: Stored, *, retry_at_ms: int = 0) -> None:
+        """The attempt's error as stored; ``retry_at_ms``: a retry's due time."""
+        self.error_json, self.blob, self.retry_at_ms = error.value, error.blob, retry_at_ms
 
 
 @dataclass(slots=True)

@@ -28,8 +28,9 @@ from redis.exceptions import ResponseError
 from redflow.core import codec
 from redflow.core.errors import RedflowError
 from redflow.core.keys import RUN_STATUSES, Keys
-from redflow.core.models import Run, RunField
+from redflow.core.models import PAYLOAD_FIELDS, Run, RunField
 from redflow.core.tags import tags_of, validate_tags
+from redflow.store.payloads import read_many_blobs
 from redflow.store.scripts import Scripts
 
 #: Entries the script reads per step (ZRANGE + ZMSCORE of this many ids).
@@ -139,11 +140,12 @@ class RunSearch:
             pipe = self.redis.pipeline(transaction=False)
             for entry in scan.entries:
                 pipe.hgetall(self.keys.run(entry.run_id, entry.queue))
-            for entry, fields in zip(scan.entries, pipe.execute()):
-                if fields:  # gone meanwhile (purged): skipped
-                    run = Run.from_hash(entry.run_id, fields)
-                    if flt.holds(run):
-                        out.append(run)
+            found = [(entry, fields) for entry, fields in zip(scan.entries, pipe.execute()) if fields]  # purged meanwhile: skipped
+            wanted = [(self.keys.run_blobs(e.run_id, e.queue), [fields.get(name) for name in PAYLOAD_FIELDS]) for e, fields in found]
+            for (entry, fields), blobs in zip(found, read_many_blobs(self.redis, wanted)):
+                run = Run.from_hash(entry.run_id, fields, blobs=blobs)
+                if flt.holds(run):
+                    out.append(run)
         out.cursor, out.examined = scan.cursor, scan.examined
         return out
 

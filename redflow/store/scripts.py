@@ -104,7 +104,7 @@ class Scripts:
         ]  # fmt: skip
         args: list[Any] = [
             run_id, workflow, queue, request.input_json, created_at_ms, request.due_ms(created_at_ms), request.max_attempts,
-            "1" if idempotent else "0", request.idempotency_ttl_s, replace_id, request.parent_run_id,
+            "1" if idempotent else "0", request.idempotency_ttl_s, replace_id, request.parent_run_id, *(request.input_blob or ("", "")),
         ]  # fmt: skip
         args += [part for pair in request.hash_fields(created_at_ms).items() for part in pair]
         return self._call("enqueue_run", keys, args, conn, Enqueued.parse)
@@ -133,7 +133,7 @@ class Scripts:
         args = [
             r.run_id, r.status, r.now_ms, r.output_json, r.error_json, r.token, WAKE_TTL_MS, r.retry_at_ms,
             "1" if r.check_lease else "0", "1" if r.cleanup else "0", r.next_token, r.lease_ms, k.scope(r.queue),
-            k.queue_prefix(r.queue), r.limited, *r.park,
+            k.queue_prefix(r.queue), r.limited, *(r.blob or ("", "")), *r.park,
         ]  # fmt: skip
         return self._call("settle_run", keys, args, conn, Settled.parse)
 
@@ -206,13 +206,16 @@ class Scripts:
         lease_ms: int,
         marker_started_at_ms: int | None = None,
         expected: str = "",
+        blob: tuple[str, str] | None = None,
         conn: Conn = None,
     ) -> StepSaved:
-        """``expected``: write only while the step's record is exactly this one."""
+        """``expected``: write only while the step's record is exactly this one; ``blob``:
+        the (field, value) of the run's blob hash that the record's ``@blob:`` reference names."""
         k = self.keys
         keys = [k.run_steps(run_id, queue), k.run_lease(run_id, queue), k.run(run_id, queue)]
         marker = "" if marker_started_at_ms is None else str(marker_started_at_ms)
-        return self._call("save_step", keys, [token, name, step_json, marker, lease_ms, expected], conn, StepSaved.parse)
+        args = [token, name, step_json, marker, lease_ms, expected, *(blob or ("", ""))]
+        return self._call("save_step", keys, args, conn, StepSaved.parse)
 
     def confirm_run(self, *, run_id: str, queue: str, token: str, lease_ms: int, conn: Conn = None) -> Ownership:
         """Whether the attempt of lease ``token`` still owns the run (and keeps its lease if so)."""
@@ -397,6 +400,8 @@ def run_own_keys(keys: Keys, run_id: str, queue: str | None) -> list[str]:
         keys.run_stream_signal(run_id, queue),
         keys.run_stream_cursors(run_id, queue),
         keys.run_signals(run_id, queue),
+        keys.run_blobs(run_id, queue),
+        keys.run_terminal(run_id, queue),
     ]
 
 

@@ -5,9 +5,12 @@ client's registry, then the default one, then in the metadata a worker
 synced to Redis (``P:workflow:<name>``: its queue, attempt budget and input
 schema), read at most once per ``meta_ttl_s``. The input is validated (a
 locally known workflow's schema, else the JSON Schema a worker synced, when
-it says clients may check it: ``core/input_schema.py``) and encoded here,
+it says clients may check it: ``core/input_schema.py``) and encoded here
+(over the store's blob threshold, as a ``@blob:`` reference and its blob),
 and so are the limits its workflow puts on the run, so that the request the
-enqueue pipeline gets (``store/enqueue.py``) is complete.
+enqueue pipeline gets (``store/enqueue.py``) is complete. With an app name
+(``core/interop.py``), queues are scoped as the asyncio ``redflow`` package
+scopes them: by the app in the workflow's metadata, else the client's.
 """
 
 from __future__ import annotations
@@ -17,11 +20,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from redflow.core.app_scope import scope_queue
 from redflow.core.deadlines import NO_DEADLINES, Deadlines
 from redflow.core.errors import RedflowError, UnknownWorkflowError
 from redflow.core.flow import check_priority, limits_spec
 from redflow.core.idempotency import step_workflows_idempotency_key
 from redflow.core.input_schema import schema_from_metadata
+from redflow.core.interop import NONE, Interop
 from redflow.core.json_schema import JsonSchema, json_form
 from redflow.core.keys import Keys
 from redflow.core.models import RunField, WorkflowField, max_attempts_of
@@ -46,7 +51,8 @@ CHILD_IDEMPOTENCY_TTL_S = IDEMPOTENCY_TTL_S
 @dataclass(frozen=True, slots=True)
 class Target:
     """What an enqueue needs to know about a workflow (``workflow``: None when known
-    by its metadata only; then ``schema``: the synced schema clients may check, if any)."""
+    by its metadata only; then ``schema``: the synced schema clients may check, if any).
+    ``queue`` is scoped by ``app`` (the metadata's, else the client's), and so is a queue an enqueue names."""
 
     name: str
     queue: str
@@ -54,16 +60,18 @@ class Target:
     workflow: WorkflowDef | None
     schema: JsonSchema | None = None
     deadlines: Deadlines = NO_DEADLINES
+    app: str | None = None
 
 
 class Targets:
     """Workflows resolved for enqueueing, by one client (see the module docstring)."""
 
-    def __init__(self, redis: Any, keys: Keys, payloads: Payloads, registry: Registry | None = None) -> None:
+    def __init__(self, redis: Any, keys: Keys, payloads: Payloads, registry: Registry | None = None, interop: Interop = NONE) -> None:
         self.redis = redis
         self.keys = keys
         self.payloads = payloads
         self.registry = registry
+        self.interop = interop
         self.meta_ttl_s = WORKFLOW_META_TTL_S
         self._synced: dict[str, tuple[float, Target]] = {}  # name -> (read at, monotonic s; target)
 
@@ -74,13 +82,18 @@ class Targets:
     def resolve(self, workflow: WorkflowDef | str) -> Target:
         """Name, queue and attempts of a workflow: the local registries first, else its synced metadata."""
         if not isinstance(workflow, str):
-            return Target(workflow.name, workflow.queue, workflow.max_attempts, workflow, deadlines=workflow.deadlines)
+            return self._of(workflow)
         if not workflow:
             raise UnknownWorkflowError("")
         local = self._local(workflow)
         if local is not None:
-            return Target(local.name, local.queue, local.max_attempts, local, deadlines=local.deadlines)
+            return self._of(local)
         return self._synced_target(workflow)
+
+    def _of(self, workflow: WorkflowDef) -> Target:
+        """A workflow known here: its queue scoped by this client's app name, if any."""
+        queue = self.interop.queue(workflow.queue)
+        return Target(workflow.name, queue, workflow.max_attempts, workflow, deadlines=workflow.deadlines, app=self.interop.app)
 
     def _local(self, name: str) -> WorkflowDef | None:
         if self.registry is not None and name in self.registry:
@@ -98,8 +111,8 @@ class Targets:
         if cached is not None and now_s - cached[0] < self.meta_ttl_s:
             return cached[1]
         read = [WorkflowField.QUEUE, WorkflowField.MAX_ATTEMPTS, WorkflowField.START_WITHIN_MS, WorkflowField.TIMEOUT_MS]
-        read += [WorkflowField.INPUT_SCHEMA_JSON, WorkflowField.INPUT_SCHEMA_CHECK]
-        queue, max_attempts, start_within_ms, timeout_ms, schema_json, schema_check = self.redis.hmget(self.keys.workflow(name), read)
+        read += [WorkflowField.INPUT_SCHEMA_JSON, WorkflowField.INPUT_SCHEMA_CHECK, WorkflowField.APP]
+        queue, max_attempts, start_within_ms, timeout_ms, schema_json, schema_check, app = self.redis.hmget(self.keys.workflow(name), read)
         if not queue:
             self._synced.pop(name, None)
             raise unknown_workflow(self.redis, self.keys, name, self._local_names())
@@ -107,12 +120,14 @@ class Targets:
         what = f"workflow {name}"
         deadlines = Deadlines.of_metadata(start_within_ms, timeout_ms, what=what)
         schema = schema_from_metadata(schema_json, schema_check)
-        target = Target(name, queue, max_attempts_of(fields, what=what), None, schema, deadlines)
+        app = app or self.interop.app  # the app the metadata names wins, as in the asyncio package
+        queue = scope_queue(app, queue) if app else queue
+        target = Target(name, queue, max_attempts_of(fields, what=what), None, schema, deadlines, app)
         self._synced[name] = (now_s, target)
         return target
 
     def prepare(self, target: Target, input: Any) -> tuple[Any, str]:
-        """The validated input and its JSON (by name: checked against the synced schema)."""
+        """The validated input and its JSON text (by name: checked against the synced schema)."""
         if target.workflow is not None:
             input = target.workflow.validate(input)
         input_json = self.payloads.input_json(input, target.name)
@@ -142,15 +157,18 @@ class Targets:
         key = options.get("idempotency_key")
         if key is not None and (not isinstance(key, str) or not key):
             raise RedflowError("idempotency_key must be a non-empty string")
-        queue = queue or target.queue
+        queue = (scope_queue(target.app, queue) if target.app else queue) if queue else target.queue
+        stored = self.payloads.stored(input_json)
         return EnqueueRequest(
             target.name,
             queue,
-            input_json,
+            stored.value,
             max_attempts or target.max_attempts,
             priority=check_priority(priority),
             limits_json=self._limits_json(target, queue, value) if limited else "",
             deadlines=target.deadlines,
+            input_blob=stored.blob,
+            mark_parent=self.interop.mark_parent,
             **options,
         )
 

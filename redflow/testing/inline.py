@@ -34,7 +34,7 @@ from redflow.core import clock, codec
 from redflow.core.deadlines import late as late_for
 from redflow.core.errors import DeadlineExceededError, RedflowError, UnknownWorkflowError
 from redflow.core.idempotency import event_run_idempotency_key, step_workflows_idempotency_key
-from redflow.core.models import STEP_SUCCEEDED, WAIT_CHILDREN, WAIT_SIGNAL, WAIT_SLEEP, EventWaiter, StepField
+from redflow.core.models import OBJECT_RECORDS, STEP_SUCCEEDED, WAIT_CHILDREN, WAIT_SIGNAL, WAIT_SLEEP, EventWaiter, StepField
 from redflow.core.run_state import RunState
 from redflow.core.streams import StreamWriter
 from redflow.core.workflow_def import Registry, WorkflowDef, get_default_registry
@@ -107,6 +107,7 @@ class _InlineAttempt:
         self.signal = CancelSignal()  # nothing cancels an inline run from outside
         self.client = _InlineClient(runner, run)
         self.payloads = PLAIN
+        self.step_form = OBJECT_RECORDS
         self.running_steps: dict[str, RunningStep] = {}
         self._run = run
 
@@ -129,7 +130,7 @@ class _InlineAttempt:
     def fence_children(self, create: Callable[[], T]) -> T:
         return create()  # nothing cancels an inline run from outside
 
-    def save_step(self, name: str, step_json: str, expected: str = "") -> str | None:
+    def save_step(self, name: str, step_json: str, expected: str = "", blob: tuple[str, str] | None = None) -> str | None:
         current = self._run.step_records.get(name)
         if expected and current != expected:
             return current or ""
@@ -282,7 +283,7 @@ class InlineRunner:
             ctx = WorkflowContext(
                 input=value,
                 run=host.info,
-                step=StepApi(_as_step_host(host), cache, max_seq),
+                step=StepApi(_as_step_host(host), cache, max_seq, stored=run.step_records),
                 signal=host.signal,
                 client=cast("RedflowClient", host.client),
                 stream=StreamWriter(run.stream.append_item, run.attempt, self.now_ms),

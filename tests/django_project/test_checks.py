@@ -40,6 +40,8 @@ def redflow_check_ids(options=None, queues=None):
         ({"REDIS_URL": GOOD_URL, "MAX_ATTEMPTS": True}, "redflow.E005"),
         ({"REDIS_URL": GOOD_URL, "RETENTION": "1 day"}, "redflow.E006"),
         ({"REDIS_URL": GOOD_URL, "RETENTION": -5}, "redflow.E006"),
+        ({"REDIS_URL": GOOD_URL, "APP": ""}, "redflow.E008"),
+        ({"REDIS_URL": GOOD_URL, "APP": 7}, "redflow.E008"),
     ],
 )
 def test_each_mistake_in_the_options_is_a_check_error_with_its_id(options, expected):
@@ -48,6 +50,7 @@ def test_each_mistake_in_the_options_is_a_check_error_with_its_id(options, expec
 
 def test_good_options_pass_the_checks():
     options = {"REDIS_URL": "rediss://user:pw@redis.example:6380/2", "PREFIX": "shop:v1", "MAX_ATTEMPTS": 3, "RETENTION": None}
+    assert redflow_check_ids({**options, "APP": "shop"}) == []
     assert redflow_check_ids(options) == []
     assert redflow_check_ids({"REDIS_URL": "redis+sentinel://10.0.0.1:26379,10.0.0.2:26379/mymaster"}) == []
     assert redflow_check_ids({"REDIS_URL": "unix:///run/redis.sock"}) == []

@@ -1,13 +1,16 @@
 """End to end: tasks enqueued here, run by ``manage.py redflow_worker``
 subprocesses on the test's private Redis, read back with ``get_result``."""
 
+import json
 import subprocess
 import sys
 import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.conf import settings
 from django.core.management import CommandError, call_command
+from django.test import override_settings
 from shop.models import Thing
 from shop.tasks import PaymentError, add, bad_return, charge, hold_connection, introspect, record, send_email
 from support import HERE, WAIT_S, TaskResultStatus, Workers, task_backends, wait_finished
@@ -174,7 +177,9 @@ def test_manage_py_started_from_another_directory_finds_its_project(workers, tmp
     assert wait_finished(result, workers).return_value == 3
 
 
-@pytest.mark.parametrize("option", [["-A", "shop.tasks"], ["--redis-url", "redis://elsewhere:6379/0"], ["--prefix", "other"]])
+@pytest.mark.parametrize(
+    "option", [["-A", "shop.tasks"], ["--redis-url", "redis://elsewhere:6379/0"], ["--prefix", "other"], ["--app-name", "other"]]
+)
 def test_the_options_that_come_from_tasks_are_refused(workers, option):
     status, output = workers.run(*option)
     assert status == 1 and f"CommandError: {option[0]}: the worker takes it from TASKS['default']" in output
@@ -216,3 +221,16 @@ def test_a_command_line_that_is_no_script_to_run_again_is_refused_saying_how_to_
                           capture_output=True, text=True, timeout=WAIT_S)  # fmt: skip
     assert done.returncode == 1
     assert "CommandError: gevent must patch before Django loads, and 'not-a-file' is not a script to run again patched" in done.stderr
+
+
+def test_an_app_scopes_the_queues_of_the_backend_and_of_its_worker(workers, worker_env, redflow_redis_server, redflow_prefix):
+    """OPTIONS APP: tasks wait in "<app>:<queue>", as the asyncio redflow package's apps scope
+    queues, and the worker of that backend serves them there (docs/interop.md)."""
+    options = {**settings.TASKS["default"]["OPTIONS"], "APP": "shop-app"}
+    with override_settings(TASKS={"default": {**settings.TASKS["default"], "OPTIONS": options}}):
+        result = add.enqueue(20, 22)
+        client = task_backends["default"].client
+        assert client.get_run(result.id).queue == "shop-app:default"
+        workers.start(env={"REDFLOW_TEST_OPTIONS": json.dumps(options)})
+        wait_finished(result, workers)
+        assert (result.status, result.return_value) == (TaskResultStatus.SUCCESSFUL, 42)

@@ -41,19 +41,19 @@ from redflow.registry import Workflow
 
 APP_NAME = "redflow.contrib.django"
 
-#: One client per (Redis URL, prefix) for the process. Django makes a backend
+#: One client per (Redis URL, prefix, app) for the process. Django makes a backend
 #: per thread (and, under gevent, per greenlet): sharing the client keeps one
 #: connection pool instead of one per request.
-_clients: dict[tuple[str, str | None], RedflowClient] = {}
+_clients: dict[tuple[str, str | None, str | None], RedflowClient] = {}
 _clients_lock = threading.Lock()
 
 
 def shared_client(options: BackendOptions) -> RedflowClient:
-    key = (options.redis_url, options.prefix)
+    key = (options.redis_url, options.prefix, options.app)
     with _clients_lock:
         client = _clients.get(key)
         if client is None:
-            client = _clients[key] = create_client(options.redis_url, prefix=options.prefix)
+            client = _clients[key] = create_client(options.redis_url, prefix=options.prefix, app=options.app)
         return client
 
 

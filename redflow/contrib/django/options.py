@@ -12,6 +12,8 @@
 - ``RETENTION``: how long finished results stay readable, as ``define_workflow(retention=...)``
   takes it: seconds, a ``timedelta``, a :class:`redflow.Retention`, or None for ever
   (default: redflow's, 1 day for successes and 7 days for failures).
+- ``APP``: an app name scoping the queues, as the asyncio ``redflow`` package's
+  apps do (``create_client(app=...)``, docs/interop.md; default: ``REDFLOW_APP``, else none).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from redflow.core.retention import DEFAULT_RETENTION, Retention, retention_of
 #: URL schemes redflow connects with (redflow/store/connection.py).
 PLAIN_SCHEMES = ("redis", "rediss", "unix")
 HOST_LIST_SCHEMES = ("redis+cluster", "rediss+cluster", "redis+sentinel", "rediss+sentinel")
-KNOWN_OPTIONS = ("REDIS_URL", "PREFIX", "MAX_ATTEMPTS", "RETENTION")
+KNOWN_OPTIONS = ("REDIS_URL", "PREFIX", "MAX_ATTEMPTS", "RETENTION", "APP")
 DEFAULT_MAX_ATTEMPTS = 1
 
 
@@ -46,6 +48,7 @@ class BackendOptions:
     prefix: str | None  # None: REDFLOW_PREFIX or redflow:v1
     max_attempts: int
     retention: Retention
+    app: str | None = None  # None: REDFLOW_APP, else no app
 
 
 def read_options(alias: str, options: Any) -> tuple[BackendOptions | None, list[Problem]]:
@@ -67,11 +70,12 @@ def read_options(alias: str, options: Any) -> tuple[BackendOptions | None, list[
         _prefix_problem(options.get("PREFIX"), where),
         _max_attempts_problem(max_attempts, where),
         _retention_problem(retention, where),
+        _app_problem(options.get("APP"), where),
     ]
     problems = [problem for problem in found if problem is not None]
     if problems:
         return None, problems
-    return BackendOptions(options["REDIS_URL"], options.get("PREFIX"), max_attempts, retention_of(retention)), []
+    return BackendOptions(options["REDIS_URL"], options.get("PREFIX"), max_attempts, retention_of(retention), options.get("APP")), []
 
 
 def queue_problems(alias: str, queues: Iterable[str]) -> list[Problem]:
@@ -108,6 +112,13 @@ def _prefix_problem(value: Any, where: str) -> Problem | None:
     if value is not None and (not isinstance(value, str) or not value):
         return Problem("redflow.E004", f"{where}['PREFIX'] must be a non-empty string, not {value!r}",
                        "leave PREFIX out for REDFLOW_PREFIX or redflow:v1")  # fmt: skip
+    return None
+
+
+def _app_problem(value: Any, where: str) -> Problem | None:
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        return Problem("redflow.E008", f"{where}['APP'] must be a non-empty string, not {value!r}",
+                       "leave APP out for REDFLOW_APP or no app")  # fmt: skip
     return None
 
 

@@ -4,10 +4,10 @@ own ``worker`` command with the backend's settings.
 Every option the command does not know itself goes to ``redflow-gevent
 worker`` unchanged (``-c``, ``-Q``, ``--lease-ms``, ``--grace``,
 ``--processes``, ``--metrics-port``, ``--log-level``...), which checks it;
-``-A``, ``--redis-url`` and ``--prefix`` come from ``TASKS``, so they are
-refused. The Redis URL and prefix go through the environment
-(``REDIS_URL``, ``REDFLOW_PREFIX``), not the command line, so that a password
-in the URL does not show in ``ps``.
+``-A``, ``--redis-url``, ``--prefix`` and ``--app-name`` come from ``TASKS``,
+so they are refused. The Redis URL, prefix and app go through the environment
+(``REDIS_URL``, ``REDFLOW_PREFIX``, ``REDFLOW_APP``), not the command line, so
+that a password in the URL does not show in ``ps``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from redflow.ops import cli
 
 #: What the worker imports (see redflow/contrib/django/worker.py).
 WORKER_APP = f"{worker.__name__}:registry"
-_FROM_SETTINGS = {"app": "-A", "redis_url": "--redis-url", "prefix": "--prefix"}
+_FROM_SETTINGS = {"app": "-A", "redis_url": "--redis-url", "prefix": "--prefix", "app_name": "--app-name"}
 
 
 def run_worker(alias: str, worker_argv: Sequence[str]) -> int:
@@ -36,7 +36,7 @@ def run_worker(alias: str, worker_argv: Sequence[str]) -> int:
     given = cli.parse_args(["worker", *worker_argv])  # a bad option ends here, as `redflow-gevent worker` would
     for name, flag in _FROM_SETTINGS.items():
         if getattr(given, name) is not None:
-            raise CommandError(f"{flag}: the worker takes it from TASKS[{alias!r}] (OPTIONS REDIS_URL and PREFIX)")
+            raise CommandError(f"{flag}: the worker takes it from TASKS[{alias!r}] (OPTIONS REDIS_URL, PREFIX and APP)")
     queues = [] if given.queues else ["-Q", ",".join(backend.worker_queues())]
     if queues == ["-Q", ""]:
         raise CommandError(f'TASKS["{alias}"] allows any queue (QUEUES is empty): name the queues to serve with -Q')
@@ -44,4 +44,6 @@ def run_worker(alias: str, worker_argv: Sequence[str]) -> int:
     os.environ["REDIS_URL"] = config.redis_url
     if config.prefix:
         os.environ["REDFLOW_PREFIX"] = config.prefix
+    if config.app:
+        os.environ["REDFLOW_APP"] = config.app
     return cli.main(["worker", "-A", WORKER_APP, *queues, *worker_argv])

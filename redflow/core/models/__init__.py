@@ -26,6 +26,7 @@ from redflow.core.models.records import (
     retention_json,
 )
 from redflow.core.models.runs import (
+    PAYLOAD_FIELDS,
     Run,
     RunField,
     TriggerField,
@@ -34,10 +35,13 @@ from redflow.core.models.runs import (
     decoded,
     int_field,
     max_attempts_of,
+    payload,
     unreadable_error,
 )
 from redflow.core.models.schedules import Schedule, ScheduleField, definition_fields
 from redflow.core.models.steps import (
+    ARRAY_RECORDS,
+    OBJECT_RECORDS,
     STEP_FAILED,
     STEP_RUNNING,
     STEP_SUCCEEDED,
@@ -49,9 +53,10 @@ from redflow.core.models.steps import (
     EventWaiter,
     Step,
     StepField,
+    StepForm,
     Wait,
+    form_of,
     json_equal,
-    payload,
     scheduled_event_json,
     scheduled_event_of,
     step_failed_json,
@@ -64,6 +69,11 @@ from redflow.core.models.steps import (
 )
 
 __all__ = [
+    "ARRAY_RECORDS",
+    "OBJECT_RECORDS",
+    "StepForm",
+    "form_of",
+    "PAYLOAD_FIELDS",
     "payload",
     "step_record",
     "CronDef",

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from redflow.core import codec
+from redflow.core.blobs import blob_field_of, resolve
 from redflow.core.clock import ms_to_s
 from redflow.core.errors import CorruptDataError
 from redflow.core.keys import RUN_STATUSES, TERMINAL_STATUSES
@@ -33,6 +34,20 @@ def decoded(raw: str, what: str) -> Any:
         return codec.loads(raw, what=what)
     except CorruptDataError as exc:
         return Unreadable(raw, str(exc.__cause__ or exc))
+
+
+def payload(stored: str, blobs: Mapping[str, str | None] | None, *, run_id: str, field: str) -> Any:
+    """The JSON value of a stored payload that may be a ``@blob:`` reference;
+    :class:`Unreadable` when it does not decode or its blob is missing (or no
+    ``blobs`` were read), so that one bad payload fails no listing."""
+    if blob_field_of(stored) is not None:
+        if blobs is None:
+            return Unreadable(stored, "a reference to a blob of the run's blob hash, which was not read")
+        try:
+            stored = resolve(stored, blobs, run_id=run_id, field=field)
+        except CorruptDataError as exc:
+            return Unreadable(stored, str(exc))
+    return decoded(stored, f"run {run_id} {field}" if run_id else field)
 
 
 class RunField:
@@ -82,6 +97,10 @@ class RunField:
     DEADLINE_EXCEEDED = "deadlineExceeded"
 
 
+#: The run fields that hold payloads, which may be ``@blob:`` references (core/blobs.py).
+PAYLOAD_FIELDS = (RunField.INPUT_JSON, RunField.OUTPUT_JSON, RunField.ERROR_JSON, RunField.PROGRESS_JSON)
+
+
 class WorkflowField:
     """Fields of the workflow metadata hash ``P:workflow:<name>``."""
 
@@ -108,6 +127,9 @@ class WorkflowField:
     #: its deadlines in ms, which a client enqueueing it by name applies too
     START_WITHIN_MS = "startWithinMs"
     TIMEOUT_MS = "timeoutMs"
+    #: the app name of the worker that synced it (the asyncio package's, 0.0.8 and later):
+    #: its ``queue`` is scoped by it (``shop:default``, core/app_scope.py's scope_queue)
+    APP = "app"
 
 
 class TriggerField:
@@ -186,8 +208,10 @@ class Run:
         return self.available_at if retrying else None
 
     @classmethod
-    def from_hash(cls, run_id: str, fields: Mapping[str, str]) -> Run:
-        """Parse a run hash; :class:`CorruptDataError` naming the field if it is not valid."""
+    def from_hash(cls, run_id: str, fields: Mapping[str, str], *, blobs: Mapping[str, str | None] | None = None) -> Run:
+        """Parse a run hash; :class:`CorruptDataError` naming the field if it is not valid.
+        ``blobs``: the run's blob hash fields its payloads refer to (``@blob:``
+        references); a payload whose blob is missing (or not read) is :class:`Unreadable`."""
         what = f"run {run_id}"
         status = fields.get(RunField.STATUS, "")
         if status not in RUN_STATUSES:
@@ -202,7 +226,7 @@ class Run:
 
         def json_field(name: str) -> Any:
             raw = fields.get(name)
-            return None if raw is None or raw == "" else decoded(raw, f"{what} {name}")
+            return None if raw is None or raw == "" else payload(raw, blobs, run_id=run_id, field=name)
 
         error = json_field(RunField.ERROR_JSON)
         if isinstance(error, Unreadable):

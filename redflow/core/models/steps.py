@@ -8,11 +8,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from redflow.core import codec
-from redflow.core.blobs import blob_field_of, resolve
 from redflow.core.clock import ms_to_s
 from redflow.core.errors import CorruptDataError
-from redflow.core.models.runs import Unreadable, decoded, unreadable_error
-from redflow.core.step_arrays import ArrayStep, parse_step_array
+from redflow.core.models.runs import Unreadable, decoded, payload, unreadable_error
+from redflow.core.step_arrays import ArrayStep, finished_array, parse_step_array, running_array
 
 
 class StepField:
@@ -91,20 +90,6 @@ class Step:
         )
 
 
-def payload(stored: str, blobs: Mapping[str, str | None] | None, *, run_id: str, field: str) -> Any:
-    """The JSON value of a stored payload that may be a ``@blob:`` reference;
-    :class:`Unreadable` when it does not decode or its blob is missing (or no
-    ``blobs`` were read), so that one bad payload fails no listing."""
-    if blob_field_of(stored) is not None:
-        if blobs is None:
-            return Unreadable(stored, "a reference to a blob of the run's blob hash, which was not read")
-        try:
-            stored = resolve(stored, blobs, run_id=run_id, field=field)
-        except CorruptDataError as exc:
-            return Unreadable(stored, str(exc))
-    return decoded(stored, f"run {run_id} {field}" if run_id else field)
-
-
 def step_record(raw: str, what: str) -> dict[str, Any] | Unreadable:
     """A stored step record as a dict of the object form (DATA_MODEL.md), whichever
     form it was written in: the asyncio package's array records (0.0.25 and
@@ -123,11 +108,15 @@ def step_record(raw: str, what: str) -> dict[str, Any] | Unreadable:
 def _object_form(step: ArrayStep) -> dict[str, Any]:
     """An array step record in the object form. A running record's wake time is
     our ``sleep`` wait (a run parked in the asyncio package's ``wait_for`` sleeps
-    on); its event and input waits have no counterpart here and are left out."""
+    on); its event and input waits have no counterpart here and are left out,
+    and a wait of ours (an array record our worker wrote) is kept."""
     record: dict[str, Any] = {"status": step.status, "seq": step.seq, "attempt": step.attempt}
     optional = {"startedAt": step.started_at, "outputJson": step.output, "errorJson": step.error, "childRunId": step.child_run_id}
     record.update({key: value for key, value in optional.items() if value is not None})
-    if step.wait_until_at is not None:
+    ours = step.wait if step.wait is not None and "correlationKey" not in step.wait and step.wait.get("kind") in _WAIT_KINDS else None
+    if ours is not None:
+        record["wait"] = ours
+    elif step.wait_until_at is not None:
         record["wait"] = {"kind": WAIT_SLEEP, "wakeAt": step.wait_until_at}
     return record
 
@@ -238,6 +227,67 @@ def step_waiting_json(seq: int, started_at_ms: int, wait: Wait) -> str:
     return codec.dumps({"status": STEP_RUNNING, "seq": seq, "startedAt": started_at_ms, "wait": wait.to_dict()})
 
 
+class StepForm:
+    """How a worker writes its step records: DATA_MODEL.md's objects (the
+    default), or the asyncio package's arrays (:data:`ARRAY_RECORDS`, with
+    ``compat="redflow-0.1"``, so that a 0.1.x worker can take a run over).
+    Either form is read back by every reader here (:func:`step_record`)."""
+
+    name = "object"
+
+    def running(self, seq: int, attempt: int, started_at_ms: int) -> str:
+        """A step in progress (the lease keeper's marker)."""
+        return step_running_json(seq, started_at_ms)
+
+    def succeeded(self, seq: int, attempt: int | None, started_at_ms: int, finished_at_ms: int, output_json: str, tries: int = 0) -> str:
+        """A step's success; ``tries``: which try of a step with a retry policy wrote it (0: none)."""
+        return step_succeeded_json(seq, started_at_ms, finished_at_ms, output_json, attempt, tries)
+
+    def failed(self, seq: int, attempt: int | None, started_at_ms: int, finished_at_ms: int, error_json: str, tries: int = 0) -> str:
+        return step_failed_json(seq, started_at_ms, finished_at_ms, error_json, attempt, tries)
+
+    def waiting(self, seq: int, attempt: int, started_at_ms: int, wait: Wait) -> str:
+        """A step parked in a durable wait."""
+        return step_waiting_json(seq, started_at_ms, wait)
+
+    def succeeded_around(self, seq: int, attempt: int, started_at_ms: int, finished_at_ms: int) -> tuple[str, str]:
+        """A succeeded record cut where its output goes (a script puts a JSON string there)."""
+        return step_succeeded_around(seq, started_at_ms, finished_at_ms, attempt)
+
+
+class _ArrayForm(StepForm):
+    """Step records as the asyncio package (0.0.25 and later) writes them (core/step_arrays.py)."""
+
+    name = "array"
+
+    def running(self, seq: int, attempt: int, started_at_ms: int) -> str:
+        return running_array(seq, attempt, started_at_ms)
+
+    def succeeded(self, seq: int, attempt: int | None, started_at_ms: int, finished_at_ms: int, output_json: str, tries: int = 0) -> str:
+        return finished_array(STEP_SUCCEEDED, seq, attempt or 1, output_json)  # (its times and tries have no slot)
+
+    def failed(self, seq: int, attempt: int | None, started_at_ms: int, finished_at_ms: int, error_json: str, tries: int = 0) -> str:
+        return finished_array(STEP_FAILED, seq, attempt or 1, error_json)
+
+    def waiting(self, seq: int, attempt: int, started_at_ms: int, wait: Wait) -> str:
+        if wait.kind == WAIT_SLEEP:  # the asyncio package's own sleep (wait_for): its wake time, in its slot
+            return running_array(seq, attempt, started_at_ms, wake_at_ms=wait.wake_at_ms)
+        return running_array(seq, attempt, started_at_ms, wait=wait.to_dict())
+
+    def succeeded_around(self, seq: int, attempt: int, started_at_ms: int, finished_at_ms: int) -> tuple[str, str]:
+        before, after = finished_array(STEP_SUCCEEDED, seq, attempt, "").split('""')
+        return before, after
+
+
+OBJECT_RECORDS = StepForm()
+ARRAY_RECORDS = _ArrayForm()
+
+
+def form_of(record: str) -> StepForm:
+    """The form a stored record is in: a record that replaces it keeps it."""
+    return ARRAY_RECORDS if record.startswith("[") else OBJECT_RECORDS
+
+
 @dataclass(frozen=True, slots=True)
 class EventWaiter:
     """An entry of ``P:event:waiters:<event>``: where the waiting run's step is,
@@ -264,13 +314,14 @@ class EventWaiter:
 
     def resolved(self, payload_json: str, now_ms: int) -> str | None:
         """The succeeded record that replaces the waiting one (the payload is the
-        step's output); None if the waiting record cannot be read."""
-        record = codec.try_loads(self.record)
+        step's output), in the waiting record's form; None if it cannot be read."""
+        record = step_record(self.record, "a waiting step record")
         seq = step_seq(record)
         started_at_ms = record.get("startedAt") if isinstance(record, dict) else None
-        if seq is None or not isinstance(started_at_ms, int):
+        if seq is None or not isinstance(record, dict) or not isinstance(started_at_ms, int):
             return None
-        return step_succeeded_json(seq, started_at_ms, now_ms, payload_json)
+        attempt = _positive_int(record.get("attempt"))
+        return form_of(self.record).succeeded(seq, attempt, started_at_ms, now_ms, payload_json)
 
     def accepts(self, payload: Any) -> bool:
         """Whether ``payload`` contains every top-level item of the match (JSON equality)."""

@@ -22,8 +22,9 @@ from gevent.event import Event
 from redis.exceptions import RedisClusterException, RedisError
 
 from redflow.core.errors import RedflowError
+from redflow.core.interop import COMPAT_MODES
 from redflow.ops.cli.supervisor import supervise
-from redflow.ops.cli.values import EXIT_USAGE, non_negative_float, positive_int
+from redflow.ops.cli.values import EXIT_USAGE, non_negative_float, non_negative_int, positive_int
 from redflow.registry import Registry, get_default_registry
 from redflow.store.connection import redacted_url, resolve_url
 
@@ -103,6 +104,9 @@ def _start(args: argparse.Namespace, registry: Registry, observers: Sequence[obj
             lease_ms=args.lease_ms,
             cluster=args.cluster,
             observers=observers,
+            app=args.app_name,
+            blob_threshold=args.blob_threshold,
+            compat=args.compat,
         )
 
     try:
@@ -186,4 +190,14 @@ def register(sub: Any) -> None:
         help="how long to wait for a Redis that is down, loading or full at start (default: keep trying)",
     )
     worker.add_argument("--metrics-port", default=None, metavar="[HOST:]PORT", help="serve Prometheus metrics (host default 127.0.0.1)")
+    interop = worker.add_argument_group("sharing Redis with the asyncio redflow 0.1.x (docs/interop.md)")
+    interop.add_argument(
+        "--app-name", default=None, metavar="NAME", help="app name scoping the queues, as its workers do (default: $REDFLOW_APP)"
+    )
+    interop.add_argument(
+        "--blob-threshold", type=non_negative_int, default=None, metavar="BYTES", help="store payloads over BYTES as @blob: references"
+    )
+    interop.add_argument(
+        "--compat", choices=COMPAT_MODES, default=None, help="array step records, blobs over 1 KiB and terminal streams, for its workers"
+    )
     worker.set_defaults(func=_worker)

@@ -4,7 +4,8 @@
 -- a stalled one is refused at its next write). A running run whose lease is
 -- held gets cancelRequestedAt, and its worker stops it. A run canceled at
 -- once leaves the prioritized zset, a held list, or (running) gives its
--- units back (limits.lua), and its end is announced to its stream's readers (finalize.lua).
+-- units back (limits.lua), and its end is announced to its stream's readers (finalize.lua),
+-- and in its terminal stream if it has a ``parentRunId`` field (finalize.lua's tell_terminal).
 -- KEYS: run, the six status zsets, done, queue scheduled, lease, queue processing, queue prioritized,
 --       then the run's failed / canceled index pairs (terminal_index.lua)
 -- ARGV: run id, now ms, reason, errorJson, wake ttl ms, run key prefix
@@ -14,7 +15,8 @@ local index = status_keys(2)
 local done_key, queue_scheduled_key, lease_key, processing_key, prioritized_key = KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12]
 local run_id, now, reason, error_json, wake_ttl, run_prefix = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 
-local run = redis.call("hmget", run_key, "status", "waiters", "priority", "limitsJson", "heldBy", "streamEnabled", "streamActivePass")
+local run = redis.call("hmget", run_key, "status", "waiters", "priority", "limitsJson", "heldBy", "streamEnabled", "streamActivePass",
+  "parentRunId")
 local prev, waiters = run[1], run[2]
 if not prev then
   return "missing"
@@ -28,6 +30,7 @@ if prev == "queued" or prev == "scheduled" or unheld then
   finalize(run_key, index, run_id, prev, "canceled", now, "", error_json, {}, true)
   index_terminal(13, "canceled", run_id, now)
   announce_end(run_key, run[6], run[7], "canceled", now)
+  tell_terminal(run_key, run[8], "canceled", now, wake_ttl)
   wake_waiters(done_key, waiters, wake_ttl)
   redis.call("zrem", queue_scheduled_key, run_id)
   if unheld then

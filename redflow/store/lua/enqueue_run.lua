@@ -9,16 +9,17 @@
 --       availableAt ms (<= createdAt: now), maxAttempts, "1" if idempotent,
 --       idempotency ttl s, run id the key may be replaced from (a failed,
 --       canceled or missing run the client saw), parentRunId ("" for none),
+--       the blob field and value an inputJson that is a @blob: reference names ("" "" for none),
 --       then any more field/value pairs to store on the run (features' fields)
 -- Returns {"created", run id} | {"existing", run id}.
 local run_key, created_key, queued_key, scheduled_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local workflow_runs_key, ready_key, queue_scheduled_key, idem_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local run_id, workflow, queue, input_json, created_at = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local available_at, max_attempts, idempotent, idem_ttl = ARGV[6], ARGV[7], ARGV[8] == "1", ARGV[9]
-local replace_id, parent_run_id = ARGV[10], ARGV[11]
+local replace_id, parent_run_id, blob_field, blob = ARGV[10], ARGV[11], ARGV[12], ARGV[13]
 local prioritized_key, priority_seq_key = KEYS[9], KEYS[10]
 local index_keys = {unpack(KEYS, 11)}
-local extra = {unpack(ARGV, 12)}  -- features' field/value pairs
+local extra = {unpack(ARGV, 14)}  -- features' field/value pairs
 local priority = nil
 for i = 1, #extra - 1, 2 do
   if extra[i] == "priority" then
@@ -43,8 +44,11 @@ redis.call("hset", run_key,
 if parent_run_id ~= "" then
   redis.call("hset", run_key, "parentRunId", parent_run_id)
 end
-if #ARGV > 11 then
-  redis.call("hset", run_key, unpack(ARGV, 12))
+if #ARGV > 13 then
+  redis.call("hset", run_key, unpack(ARGV, 14))
+end
+if blob_field ~= "" then  -- the asyncio package's large-payload form, with its reference
+  redis.call("hset", run_key .. ":blobs", blob_field, blob)
 end
 redis.call("zadd", created_key, created_at, run_id)
 redis.call("zadd", workflow_runs_key, created_at, run_id)

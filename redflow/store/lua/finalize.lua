@@ -30,6 +30,22 @@ local function finalize(run_key, index, run_id, prev, final, at, output_json, er
   end
 end
 
+-- The asyncio package's clients (0.1.2 and later) wait for a run's end on its
+-- terminal stream (XREAD, no polling): a run with the ``parentRunId`` field
+-- (they always write it; our client does with compat="redflow-0.1", and on
+-- child runs) gets its entry there when it ends. Other runs cost nothing:
+-- ``parent_field`` is the field as the caller's HMGET read it (false: absent).
+-- The stream lives as long as the wake-up token: its waiters read the run
+-- before they block, so only those blocked when it ends need it, and a
+-- stream of one entry holds about 4 KB (Redis 7.0), more than the run itself.
+local function tell_terminal(run_key, parent_field, final, at, wake_ttl)
+  if parent_field then
+    local key = run_key .. ":terminal"
+    redis.call("xadd", key, "MAXLEN", "~", 1, "*", "status", final, "finishedAt", at)
+    redis.call("pexpire", key, wake_ttl)
+  end
+end
+
 -- A client waiting for the run's result flagged it (the ``waiters`` field):
 -- push the wake-up token it blocks on. Nobody waiting costs nothing.
 local function wake_waiters(done_key, waiters, wake_ttl)

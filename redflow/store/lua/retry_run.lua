@@ -7,7 +7,9 @@
 -- left to expire is deleted, so that the retried run starts at once (by its
 -- priority; its limits apply again when it starts). A run with deadlines
 -- (startWithinMs, timeoutMs: deadlines.py) gets them afresh, counted from
--- now, as it gets fresh attempts.
+-- now, as it gets fresh attempts. Its terminal stream (finalize.lua's
+-- tell_terminal) goes too: a waiter of the asyncio package reads it from
+-- the start, and would take the old end for the new one.
 -- KEYS: run, the six status zsets, queue ready, done, lease, queue processing,
 --       queue prioritized, queue priority sequence,
 --       then the run's failed / canceled index pairs (terminal_index.lua), which it leaves
@@ -47,6 +49,6 @@ end
 if tonumber(timeout) then
   redis.call("hset", run_key, "deadlineAt", tostring(tonumber(now) + tonumber(timeout)))
 end
-redis.call("del", done_key, lease_key)
+redis.call("del", done_key, lease_key, run_key .. ":terminal")
 push_ready(ready_key, prioritized_key, priority_seq_key, run_id, redis.call("hget", run_key, "priority"))
 return {"queued", prev}

@@ -34,7 +34,8 @@ end
 redis.call("hset", signals_key, "t:" .. name, sent + 1, (sent + 1) .. ":" .. name, payload, "n", waiting + 1)
 if status == "scheduled" and parked_for == "signal" and parked_step then
   local ok, record = pcall(cjson.decode, redis.call("hget", steps_key, parked_step) or "")
-  if ok and type(record) == "table" and type(record.wait) == "table" and record.wait.signal == name then
+  local wait = ok and type(record) == "table" and (record.wait or record[7])  -- an object, or an array record (compat)
+  if type(wait) == "table" and wait.signal == name then
     wake_parked(run_key, index, run_id, queue_scheduled_key, ready_key, now)
     return "woken"
   end

@@ -12,6 +12,8 @@
 -- nothing claims a finished run); a retry's lease is released at once.
 -- A run whose output stream is written or read gets its end announced there
 -- (announce_end in finalize.lua); one that parks keeps how far it streamed.
+-- A finished run with a ``parentRunId`` field also gets its terminal stream
+-- entry, for the asyncio package's waiters (finalize.lua's tell_terminal).
 -- A run with limits gives its units back as it leaves running (limits.lua),
 -- and the next run is claimed past runs a limit holds back (claim.lua).
 -- KEYS: run, then the run's failed / canceled index pairs (terminal_index.lua; written only when it ends so)
@@ -22,6 +24,7 @@
 --       the status zsets and run keys are built from it), queue prefix
 --       (keys.Keys.queue_prefix: the queue's lists and zsets are built from it),
 --       limited workflows ("\n"-separated, see limits.lua),
+--       the blob field and value an output or error that is a @blob: reference names ("" "" for none),
 --       then, to park, the wait (see park_run in waits.lua)
 -- The lease and the wake-up list are the run key + ":lease" / ":done" (keys.Keys.run_lease, run_done),
 -- named only where used: a run that ends without a lease check, a retry or a waiter never needs them.
@@ -31,6 +34,7 @@ local run_key = KEYS[1]
 local run_id, requested, now, output_json, error_json = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local token, wake_ttl, retry_at, check_lease, cleanup = ARGV[6], ARGV[7], ARGV[8], ARGV[9] == "1", ARGV[10] == "1"
 local next_token, lease_ms, scope, queue_prefix, limited = ARGV[11], ARGV[12], ARGV[13], ARGV[14], ARGV[15]
+local blob_field, blob = ARGV[16], ARGV[17]
 local index = status_index(scope)
 local run_prefix = scope .. "run:"
 local processing_key = queue_prefix .. "processing"
@@ -41,7 +45,7 @@ local processing_key = queue_prefix .. "processing"
 local final
 repeat
   local run = redis.call("hmget", run_key, "status", "cancelRequestedAt", "leaseToken", "waiters", "limitsJson",
-    "streamEnabled", "streamActivePass", "streamPosition")
+    "streamEnabled", "streamActivePass", "streamPosition", "parentRunId")
   local prev, cancel_at, fence, waiters = run[1], run[2], run[3], run[4]
   if not prev then
     redis.call("lrem", processing_key, -1, run_id)
@@ -68,12 +72,15 @@ repeat
   if prev == "running" and run[5] then
     release_units(run[5], run_id, run_prefix)
   end
+  if blob_field ~= "" then  -- the blob the output's or error's @blob: reference names (core/blobs.py)
+    redis.call("hset", run_key .. ":blobs", blob_field, blob)
+  end
   final = final_status(requested, cancel_at)
   if final == "parked" then  -- a durable wait (waits.lua); its arguments follow this script's own
     if run[8] then  -- what it streamed so far is not streamed again when it resumes (append_stream.lua)
       redis.call("hset", run_key, "streamParkedAt", run[8])
     end
-    final = park_run(run_key, index, run_id, prev, run_key .. ":lease", queue_prefix .. "scheduled", queue_prefix .. "ready", now, ARGV, 16)
+    final = park_run(run_key, index, run_id, prev, run_key .. ":lease", queue_prefix .. "scheduled", queue_prefix .. "ready", now, ARGV, 18)
     break
   end
   if final == "scheduled" then
@@ -86,6 +93,7 @@ repeat
   finalize(run_key, index, run_id, prev, final, now, output_json, error_json, {"leaseToken", ""}, cleanup)
   index_terminal(2, final, run_id, now)
   announce_end(run_key, run[6], run[7], final, now)
+  tell_terminal(run_key, run[9], final, now, wake_ttl)
   wake_waiters(waiters and run_key .. ":done", waiters, wake_ttl)  -- the key's name is made only for a waited-on run
 until true
 

@@ -9,8 +9,11 @@
 -- ``limited`` and ``supplied`` are its arguments).
 -- A run past a deadline (deadlines.py: startBy while it never started,
 -- deadlineAt) is not started: the caller fails it (it runs on_failure first).
+-- An input or step record that refers to a blob (the asyncio package's
+-- @blob: references, core/blobs.py) has its blobs read here too; no command
+-- for a run without.
 -- Returns {"busy"} | {"missing"} | {"skip", status, workflow}
---       | {"cancel", status, workflow} | {"started", run fields, step fields, attempt}
+--       | {"cancel", status, workflow} | {"started", run fields, step fields, attempt[, blob fields, their values]}
 --       | {"expired", status, workflow, "start" | "timeout", run fields}
 --       | {"held", status, workflow, due ms or ""} | {"admit", status, workflow, inputJson}.
 -- Every field of a run as a table (flow control reads more of them).
@@ -20,6 +23,26 @@ local function hash_table(flat)
     run[flat[i]] = flat[i + 1]
   end
   return run
+end
+
+-- The blob hash fields the run's input and step records refer to, and their
+-- values (false: missing), read only when one of them holds a reference.
+local function referred_blobs(run_key, input_json, steps)
+  local fields = {}
+  if input_json and string.byte(input_json, 1) == 64 and string.sub(input_json, 1, 6) == "@blob:" then  -- 64: "@"
+    fields[1] = string.sub(input_json, 7)
+  end
+  for i = 2, #steps, 2 do
+    if string.find(steps[i], "@blob:", 1, true) then
+      for field in string.gmatch(steps[i], '"@blob:([^"\\]+)"') do
+        fields[#fields + 1] = field
+      end
+    end
+  end
+  if #fields == 0 then
+    return nil
+  end
+  return fields, redis.call("hmget", run_key .. ":blobs", unpack(fields))
 end
 
 local function start_claimed(run_prefix, processing_key, index, run_id, token, lease_ms, now, limited, supplied)
@@ -38,10 +61,11 @@ local function start_claimed(run_prefix, processing_key, index, run_id, token, l
   end
   local flat = redis.call("hgetall", run_key)
   -- The fields decided on, picked from the reply (no table of them: this runs for every run).
-  local status, workflow, cancel_at, raw_attempt, started_at, parked_for, limits_json, start_by, deadline_at
+  local status, workflow, cancel_at, raw_attempt, started_at, parked_for, limits_json, start_by, deadline_at, input_json
   for i = 1, #flat, 2 do
     local name = flat[i]
     if name == "status" then status = flat[i + 1]
+    elseif name == "inputJson" then input_json = flat[i + 1]
     elseif name == "workflow" then workflow = flat[i + 1]
     elseif name == "attempt" then raw_attempt = flat[i + 1]
     elseif name == "cancelRequestedAt" then cancel_at = flat[i + 1]
@@ -112,6 +136,10 @@ local function start_claimed(run_prefix, processing_key, index, run_id, token, l
   local steps = {}
   if before > 0 then  -- steps exist only after an attempt started the run: every worker counts them
     steps = redis.call("hgetall", run_key .. ":steps")
+  end
+  local blob_fields, blob_values = referred_blobs(run_key, input_json, steps)
+  if blob_fields then
+    return {"started", flat, steps, tostring(math.max(attempt, 1)), blob_fields, blob_values}
   end
   return {"started", flat, steps, tostring(math.max(attempt, 1))}
 end

@@ -34,7 +34,7 @@ local function step_succeeded(raw)
     return false
   end
   local ok, record = pcall(cjson.decode, raw)
-  return ok and type(record) == "table" and record.status == "succeeded"
+  return ok and type(record) == "table" and (record.status == "succeeded" or record[1] == 1)  -- an object, or an array record
 end
 
 -- The settle of an attempt that parks (settle_run.lua, after its fence

@@ -53,7 +53,7 @@ class Command(BaseCommand):
     help = (
         "Run Django tasks on a redflow gevent worker. Options other than these go to `redflow-gevent worker` "
         "(-c/--concurrency, -Q/--queues, --lease-ms, --grace, --start-timeout, --processes, --metrics-port, "
-        "--log-level, --log-format: `redflow-gevent worker --help` lists them); the Redis URL and prefix come from TASKS."
+        "--log-level, --log-format: `redflow-gevent worker --help` lists them); the Redis URL, prefix and app come from TASKS."
     )
     #: The redflow worker's options, for call_command(..., worker_argv=[...]).
     stealth_options = ("worker_argv",)
