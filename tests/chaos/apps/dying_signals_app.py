@@ -36,10 +36,10 @@ def _take_then_maybe_die(self: Scripts, **kwargs: Any) -> Any:
     return looked
 
 
-def _die_before_the_emits_record(self: Fence, name: str, step_json: str, expected: str = "") -> str | None:
+def _die_before_the_emits_record(self: Fence, name: str, step_json: str, *args: Any, **kwargs: Any) -> str | None:
     if name == "notify":
         _die_if_named(self.store.keys.prefix, self.lease.run_id)
-    return _save_step(self, name, step_json, expected)
+    return _save_step(self, name, step_json, *args, **kwargs)
 
 
 Scripts.take_signal = _take_then_maybe_die  # type: ignore[method-assign]
