@@ -30,6 +30,7 @@ from redflow.core.interop import NONE, Interop
 from redflow.core.json_schema import JsonSchema, json_form
 from redflow.core.keys import Keys
 from redflow.core.models import RunField, WorkflowField, max_attempts_of
+from redflow.core.singleton import DEBOUNCE, KeyClaim, key_value
 from redflow.core.workflow_def import Registry, WorkflowDef, get_default_registry
 from redflow.store.payloads import Payloads
 from redflow.store.requests import IDEMPOTENCY_TTL_S, EnqueueRequest
@@ -158,6 +159,8 @@ class Targets:
         if key is not None and (not isinstance(key, str) or not key):
             raise RedflowError("idempotency_key must be a non-empty string")
         queue = (scope_queue(target.app, queue) if target.app else queue) if queue else target.queue
+        if not options.get("notify_parent"):  # a run_workflows child is its parent's own: never another run
+            options["claim"] = self._claim(target, queue, value, options.get("available_at_ms", 0))
         stored = self.payloads.stored(input_json)
         return EnqueueRequest(
             target.name,
@@ -171,6 +174,21 @@ class Targets:
             mark_parent=self.interop.mark_parent,
             **options,
         )
+
+    def _claim(self, target: Target, queue: str, value: Any, available_at_ms: int) -> KeyClaim | None:
+        """The run's singleton key or debounce window (``core/singleton.py``), None for neither."""
+        workflow = target.workflow
+        if workflow is None or (workflow.singleton is None and workflow.debounce is None):
+            return None
+        if workflow.singleton is not None:
+            key = key_value(workflow.singleton.key, value, workflow=target.name, what="singleton")
+            return KeyClaim(workflow.singleton.on_conflict, self.keys.singleton(target.name, key, queue))
+        debounce = workflow.debounce
+        assert debounce is not None
+        if available_at_ms:
+            raise RedflowError(f"workflow {target.name!r} is debounced: its runs start `period` after the last call (no delay= or run_at=)")
+        key = key_value(debounce.key, value, workflow=target.name, what="debounce")
+        return KeyClaim(DEBOUNCE, self.keys.debounce(target.name, key, queue), debounce.period_ms, debounce.max_wait_ms)
 
     def _limits_json(self, target: Target, queue: str, value: Any) -> str:
         """The limits the workflow puts on a run (computed here when the workflow is
