@@ -65,10 +65,11 @@ TABLE = {
          "scheduled_key": K.runs_status("scheduled", Q), "workflow_runs_key": K.workflow_runs("wf", Q), "ready_key": K.queue_ready(Q),
          "queue_scheduled_key": K.queue_scheduled(Q), "idem_key": K.idempotency("wf", "idem", Q),
          "prioritized_key": K.queue_prioritized(Q), "priority_seq_key": K.queue_priority_seq(Q), "policy_key": "skey",
+         "calls_key": K.one_run_calls(Q),
          "run_id": "run_1", "workflow": "wf", "queue": Q, "input_json": "input", "created_at": "3", "available_at": "11",
          "max_attempts": "7", "idempotent": "1", "idem_ttl": "13", "replace_id": "old", "parent_run_id": "parent",
          "blob_field": "v1:in", "blob": "blob-in", "policy": "mode", "replace_from": "prev", "period": "31", "max_wait": "37"},
-        {("KEYS", 12): K.tag_index_keys("wf", TAGS, Q),
+        {("KEYS", 13): K.tag_index_keys("wf", TAGS, Q),
          ("ARGV", 18): ["tagsJson", '{"t":"v"}', "singletonKey", "skey", "singleton", "mode"]},
     ),
     "start_run": (

@@ -141,13 +141,9 @@ class Keys:
         return children_key.removesuffix(_CHILDREN)
 
     def run_done(self, run_id: str, queue: str | None = None) -> str:
-        """list (redflow-gevent extension): one token pushed when the run ends.
-
-        Waiters block on it (BLMOVE onto itself, so every waiter wakes)
-        instead of polling. Other clients neither write nor need it: waiters
-        still re-read the run hash, so runs finalized elsewhere are seen by
-        a bounded poll.
-        """
+        """list (redflow-gevent extension): one token pushed when the run ends. Waiters block
+        on it (BLMOVE onto itself, so every waiter wakes) instead of polling. Other clients neither
+        write nor need it: waiters still re-read the run hash (runs finalized elsewhere: a bounded poll)."""
         return f"{self._scoped(queue)}run:{run_id}:done"
 
     def run_blobs(self, run_id: str, queue: str | None = None) -> str:
@@ -292,6 +288,10 @@ class Keys:
     def debounce(self, workflow: str, key: str, queue: str | None = None) -> str:
         """string: id of the still scheduled run that ``workflow``'s calls with debounce key ``key`` collapse into."""
         return f"{self._scoped(queue)}debounce:{enc(workflow)}:{enc(key)}"
+
+    def one_run_calls(self, queue: str | None = None) -> str:
+        """hash: ``<workflow>:skipped`` / ``:collapsed`` -> calls a singleton skipped or a debounce collapsed (metrics)."""
+        return self._scoped(queue) + "one-run-calls"
 
     # -- cron --------------------------------------------------------------
     def cron_def(self) -> str:

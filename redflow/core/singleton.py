@@ -141,14 +141,14 @@ def key_value(key: KeyFunction | str | None, input: Any, *, workflow: str, what:
     return value
 
 
-def policy_text(singleton: str | None, debounce: str | None) -> str | None:
-    """The words ``runs show`` and the run page give a run's singleton or debounce fields."""
+def policy_fact(singleton: str | None, debounce: str | None, skipped: int, collapsed: int) -> tuple[str, str] | None:
+    """(name, words) ``runs show`` and the run page give a run's singleton or debounce fields."""
     if singleton:
-        return f"singleton (on conflict: {singleton})"
+        return "singleton", f"on conflict {singleton}; {skipped} call(s) skipped into this run"
     if debounce:
         period, _, max_wait = debounce.partition(":")
-        text = f"debounce {_s(period)}"
-        return text + (f", max wait {_s(max_wait)}" if max_wait else "")
+        text = f"starts {_s(period)} after the last call" + (f", at most {_s(max_wait)} after the first" if max_wait else "")
+        return "debounce", f"{text}; {collapsed} call(s) collapsed into this run"
     return None
 
 

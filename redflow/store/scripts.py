@@ -100,6 +100,7 @@ class Scripts:
             k.workflow_runs(workflow, queue), k.queue_ready(queue), k.queue_scheduled(queue),
             k.idempotency(workflow, request.idempotency_key, queue) if request.idempotency_key is not None else run_key,
             k.queue_prioritized(queue), k.queue_priority_seq(queue), claim.redis_key if claim is not None else run_key,
+            k.one_run_calls(queue),
             *(k.tag_index_keys(workflow, request.tags, queue) if request.tags else ()),
         ]  # fmt: skip
         args: list[Any] = [

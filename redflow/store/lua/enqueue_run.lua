@@ -7,7 +7,8 @@
 -- naming a finished or gone run is free. A debounce: the window names a run still
 -- scheduled (never started, not held): the call moves its due time to created at +
 -- period (at most its createdAt + max wait, and not past its deadlineAt), gives it this
--- call's input (and limits), moves its startBy with it, and counts it (collapsedCalls);
+-- call's input (and limits), moves its startBy with it, and counts it (collapsedCalls;
+-- both counts also per workflow in the one-run-calls hash, for metrics);
 -- else this call's run opens the window. Either way the new run is then created and
 -- the key or window names it; whoever ends, promotes, cancels or purges the run lets
 -- go of it (one_per_key.lua). The check comes before the idempotency key is written:
@@ -15,7 +16,7 @@
 -- KEYS: run, runs:created, status:queued, status:scheduled, workflow-runs,
 --       queue ready, queue scheduled, idempotency key (the run key when none),
 --       queue prioritized, queue priority sequence, singleton key or debounce window
---       (the run key when none),
+--       (the run key when none), the calls skipped / collapsed counts (Keys.one_run_calls),
 --       then any indexes the run joins with score createdAt (a tagged run's tag indexes)
 -- ARGV: run id, workflow, queue, inputJson, createdAt ms,
 --       availableAt ms (<= createdAt: now), maxAttempts, "1" if idempotent,
@@ -32,9 +33,9 @@ local workflow_runs_key, ready_key, queue_scheduled_key, idem_key = KEYS[5], KEY
 local run_id, workflow, queue, input_json, created_at = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local available_at, max_attempts, idempotent, idem_ttl = ARGV[6], ARGV[7], ARGV[8] == "1", ARGV[9]
 local replace_id, parent_run_id, blob_field, blob = ARGV[10], ARGV[11], ARGV[12], ARGV[13]
-local prioritized_key, priority_seq_key, policy_key = KEYS[9], KEYS[10], KEYS[11]
+local prioritized_key, priority_seq_key, policy_key, calls_key = KEYS[9], KEYS[10], KEYS[11], KEYS[12]
 local policy, replace_from, period, max_wait = ARGV[14], ARGV[15], tonumber(ARGV[16]), tonumber(ARGV[17])
-local index_keys = {unpack(KEYS, 12)}
+local index_keys = {unpack(KEYS, 13)}
 local extra = {unpack(ARGV, 18)}  -- features' field/value pairs
 local priority, limits_json = nil, nil
 for i = 1, #extra - 1, 2 do
@@ -74,6 +75,7 @@ if policy ~= "" then
         redis.call("hset", holder_key .. ":blobs", blob_field, blob)
       end
       redis.call("hincrby", holder_key, "collapsedCalls", 1)
+      redis.call("hincrby", calls_key, workflow .. ":collapsed", 1)
       redis.call("zadd", queue_scheduled_key, due, holder)
       return {"collapsed", holder}
     end
@@ -82,6 +84,7 @@ if policy ~= "" then
     if status and not TERMINAL[status] then
       if policy == "skip" then
         redis.call("hincrby", holder_key, "skippedCalls", 1)
+        redis.call("hincrby", calls_key, workflow .. ":skipped", 1)
         return {"skipped", holder}
       elseif holder ~= replace_from then
         return {"conflict", holder}
