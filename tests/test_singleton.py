@@ -16,7 +16,7 @@ from gevent.event import Event
 from helpers import wait_until
 from invariants import assert_one_run_keys
 
-from redflow import RedflowError, RetryPolicy, Singleton, create_client, define_workflow
+from redflow import Debounce, RedflowError, Registry, RetryPolicy, Singleton, create_client, define_workflow
 from redflow.core.models import RunField
 
 
@@ -171,4 +171,32 @@ def test_timedelta_options_and_run_many_of_a_singleton(registry, client, r):
     handles = client.run_many(many, list(range(10)))
     assert len({h.id for h in handles}) == 2
     assert r.zcard(client.keys.workflow_runs("many")) == 2
+    assert_one_run_keys(r, client.keys)
+
+
+def test_a_client_without_the_code_applies_a_synced_singleton_or_debounce_by_name(registry, client, r, redis_url, prefix):
+    @define_workflow("constant", registry=registry, singleton=Singleton("all"))
+    def constant(ctx):
+        return None
+
+    @define_workflow("keyed", registry=registry, singleton=Singleton(key=lambda i: i["k"]))
+    def keyed(ctx):
+        return None
+
+    @define_workflow("quiet", registry=registry, debounce=Debounce(period=60, max_wait=120))
+    def quiet(ctx):
+        return None
+
+    client.sync_registry(registry)
+    by_name = create_client(redis_url, prefix=prefix, registry=Registry())
+    try:
+        first = by_name.run("constant", 1, delay=60)
+        assert by_name.run("constant", 2).id == first.id == constant.run(3, client=client).id
+        with pytest.raises(RedflowError, match="workflow 'keyed' has a singleton key function: enqueue it from a client whose registry"):
+            by_name.run("keyed", {"k": "a"})
+        collapsed = by_name.run("quiet", 1)
+        assert quiet.run(2, client=client).id == collapsed.id
+        assert client.get_run(collapsed.id).debounce == "60000:120000"
+    finally:
+        by_name.close()
     assert_one_run_keys(r, client.keys)

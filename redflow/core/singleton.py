@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from redflow.core import codec
 from redflow.core.errors import RedflowError
 
 #: ``KeyClaim.mode``: Singleton's on_conflict values, and a debounce.
@@ -132,6 +133,8 @@ def key_value(key: KeyFunction | str | None, input: Any, *, workflow: str, what:
         return key
     try:
         value = key(input)
+    except _NeedsCode:
+        raise
     except Exception as exc:  # the user's function: any error becomes ours, naming it
         raise RedflowError(f"workflow {workflow!r}: its {what} key function failed on the input: {exc!r}") from exc
     if isinstance(value, int) and not isinstance(value, bool):
@@ -139,6 +142,46 @@ def key_value(key: KeyFunction | str | None, input: Any, *, workflow: str, what:
     if not isinstance(value, str) or not value:
         raise RedflowError(f"workflow {workflow!r}: its {what} key function must return a non-empty string, got {value!r}")
     return value
+
+
+class _NeedsCode(RedflowError):
+    """A workflow known by its metadata only, whose key is a function of the input."""
+
+
+def metadata_json(singleton: Singleton | None, debounce: Debounce | None) -> str | None:
+    """What the workflow's metadata says of its singleton or debounce (``oneRunJson``), so that a
+    client enqueueing it by name applies it: a constant key as it is, a key function as ``null``."""
+    if singleton is not None:
+        key = None if callable(singleton.key) else singleton.key
+        return codec.dumps({"singleton": singleton.on_conflict, "key": key})
+    if debounce is not None:
+        key = None if callable(debounce.key) else debounce.key or ""
+        return codec.dumps({"debounceMs": debounce.period_ms, "maxWaitMs": debounce.max_wait_ms, "key": key})
+    return None
+
+
+def of_metadata(raw: str | None, workflow: str) -> Singleton | Debounce | None:
+    """A synced ``oneRunJson`` as a policy; a key function the client cannot call (it has
+    not the code) is one that refuses every input with an error saying so."""
+    spec = codec.try_loads(raw) if raw else None
+    if not isinstance(spec, dict):
+        return None
+    key = spec.get("key")
+    if key is None:
+
+        def key(_input: Any) -> Any:
+            raise _NeedsCode(
+                f"workflow {workflow!r} has a {'singleton' if 'singleton' in spec else 'debounce'} key function: "
+                "enqueue it from a client whose registry has its definition"
+            )
+
+    try:
+        if "singleton" in spec:
+            return Singleton(key=key, on_conflict=spec["singleton"])
+        max_wait_ms = spec.get("maxWaitMs") or 0
+        return Debounce(period=spec["debounceMs"] / 1000, key=key or None, max_wait=max_wait_ms / 1000 if max_wait_ms else None)
+    except (KeyError, TypeError, RedflowError):  # written by hand or a newer version: not applied
+        return None
 
 
 def policy_fact(singleton: str | None, debounce: str | None, skipped: int, collapsed: int) -> tuple[str, str] | None:

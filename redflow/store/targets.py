@@ -30,7 +30,7 @@ from redflow.core.interop import NONE, Interop
 from redflow.core.json_schema import JsonSchema, json_form
 from redflow.core.keys import Keys
 from redflow.core.models import RunField, WorkflowField, max_attempts_of
-from redflow.core.singleton import DEBOUNCE, KeyClaim, key_value
+from redflow.core.singleton import DEBOUNCE, Debounce, KeyClaim, Singleton, key_value, of_metadata
 from redflow.core.workflow_def import Registry, WorkflowDef, get_default_registry
 from redflow.store.payloads import Payloads
 from redflow.store.requests import IDEMPOTENCY_TTL_S, EnqueueRequest
@@ -62,6 +62,8 @@ class Target:
     schema: JsonSchema | None = None
     deadlines: Deadlines = NO_DEADLINES
     app: str | None = None
+    #: its singleton or debounce (``core/singleton.py``), from the workflow or its metadata
+    one_run: Singleton | Debounce | None = None
 
 
 class Targets:
@@ -94,7 +96,10 @@ class Targets:
     def _of(self, workflow: WorkflowDef) -> Target:
         """A workflow known here: its queue scoped by this client's app name, if any."""
         queue = self.interop.queue(workflow.queue)
-        return Target(workflow.name, queue, workflow.max_attempts, workflow, deadlines=workflow.deadlines, app=self.interop.app)
+        one_run = workflow.singleton or workflow.debounce
+        return Target(
+            workflow.name, queue, workflow.max_attempts, workflow, deadlines=workflow.deadlines, app=self.interop.app, one_run=one_run
+        )
 
     def _local(self, name: str) -> WorkflowDef | None:
         if self.registry is not None and name in self.registry:
@@ -112,8 +117,10 @@ class Targets:
         if cached is not None and now_s - cached[0] < self.meta_ttl_s:
             return cached[1]
         read = [WorkflowField.QUEUE, WorkflowField.MAX_ATTEMPTS, WorkflowField.START_WITHIN_MS, WorkflowField.TIMEOUT_MS]
-        read += [WorkflowField.INPUT_SCHEMA_JSON, WorkflowField.INPUT_SCHEMA_CHECK, WorkflowField.APP]
-        queue, max_attempts, start_within_ms, timeout_ms, schema_json, schema_check, app = self.redis.hmget(self.keys.workflow(name), read)
+        read += [WorkflowField.INPUT_SCHEMA_JSON, WorkflowField.INPUT_SCHEMA_CHECK, WorkflowField.APP, WorkflowField.ONE_RUN_JSON]
+        queue, max_attempts, start_within_ms, timeout_ms, schema_json, schema_check, app, one_run = self.redis.hmget(
+            self.keys.workflow(name), read
+        )
         if not queue:
             self._synced.pop(name, None)
             raise unknown_workflow(self.redis, self.keys, name, self._local_names())
@@ -123,7 +130,7 @@ class Targets:
         schema = schema_from_metadata(schema_json, schema_check)
         app = app or self.interop.app  # the app the metadata names wins, as in the asyncio package
         queue = scope_queue(app, queue) if app else queue
-        target = Target(name, queue, max_attempts_of(fields, what=what), None, schema, deadlines, app)
+        target = Target(name, queue, max_attempts_of(fields, what=what), None, schema, deadlines, app, of_metadata(one_run, name))
         self._synced[name] = (now_s, target)
         return target
 
@@ -177,14 +184,13 @@ class Targets:
 
     def _claim(self, target: Target, queue: str, value: Any, available_at_ms: int) -> KeyClaim | None:
         """The run's singleton key or debounce window (``core/singleton.py``), None for neither."""
-        workflow = target.workflow
-        if workflow is None or (workflow.singleton is None and workflow.debounce is None):
+        policy = target.one_run
+        if policy is None:
             return None
-        if workflow.singleton is not None:
-            key = key_value(workflow.singleton.key, value, workflow=target.name, what="singleton")
-            return KeyClaim(workflow.singleton.on_conflict, self.keys.singleton(target.name, key, queue))
-        debounce = workflow.debounce
-        assert debounce is not None
+        if isinstance(policy, Singleton):
+            key = key_value(policy.key, value, workflow=target.name, what="singleton")
+            return KeyClaim(policy.on_conflict, self.keys.singleton(target.name, key, queue))
+        debounce = policy
         if available_at_ms:
             raise RedflowError(f"workflow {target.name!r} is debounced: its runs start `period` after the last call (no delay= or run_at=)")
         key = key_value(debounce.key, value, workflow=target.name, what="debounce")

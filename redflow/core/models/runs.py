@@ -138,6 +138,8 @@ class WorkflowField:
     #: its deadlines in ms, which a client enqueueing it by name applies too
     START_WITHIN_MS = "startWithinMs"
     TIMEOUT_MS = "timeoutMs"
+    #: its singleton or debounce (``core/singleton.py``'s ``metadata_json``), which a client enqueueing it by name applies
+    ONE_RUN_JSON = "oneRunJson"
     #: the app name of the worker that synced it (the asyncio package's, 0.0.8 and later):
     #: its ``queue`` is scoped by it (``shop:default``, core/app_scope.py's scope_queue)
     APP = "app"
