@@ -240,10 +240,11 @@ def leftovers(r: Any, keys: Any, prefix: str) -> dict[str, str]:
 # -- singleton keys and debounce windows (core/singleton.py) -----------------------------
 
 _ONE_RUN_KEYS_LUA = """
--- ARGV: the prefix ("P:"); one script: an atomic view of every key, window and run.
--- Returns {what, why, ...}: a singleton key held but its run finished or gone, an unfinished
--- singleton run its key does not name (unless a replace canceled it), a window whose run
--- is no longer scheduled, a still scheduled debounced run no window names.
+-- KEYS: the singleton keys and debounce windows to check (none: every one of the prefix,
+-- found with KEYS); ARGV: the prefix ("P:"). One script: an atomic view of every key,
+-- window and run. Returns {what, why, ...}: a singleton key held but its run finished or
+-- gone, an unfinished singleton run its key does not name (unless a replace canceled it),
+-- a window whose run is no longer scheduled, a still scheduled debounced run no window names.
 local p = ARGV[1]
 local bad = {}
 local function note(what, why)
@@ -251,18 +252,25 @@ local function note(what, why)
   table.insert(bad, why)
 end
 local live = {scheduled = true, queued = true, running = true}
-for _, key in ipairs(redis.call("keys", p .. "singleton:*")) do
-  local holder = redis.call("get", key)
-  local run = redis.call("hmget", p .. "run:" .. holder, "status", "singletonKey")
-  if not live[run[1] or ""] or run[2] ~= key then
-    note(key, "held by " .. holder .. " which is " .. (run[1] or "gone"))
+local named = KEYS
+if #named == 0 then
+  named = redis.call("keys", p .. "singleton:*")
+  for _, key in ipairs(redis.call("keys", p .. "debounce:*")) do
+    table.insert(named, key)
   end
 end
-for _, key in ipairs(redis.call("keys", p .. "debounce:*")) do
+for _, key in ipairs(named) do
   local holder = redis.call("get", key)
-  local run = redis.call("hmget", p .. "run:" .. holder, "status", "attempt", "debounceKey")
-  if run[1] ~= "scheduled" or run[2] ~= "0" or run[3] ~= key then
-    note(key, "names " .. holder .. " which is " .. (run[1] or "gone") .. " (attempt " .. (run[2] or "-") .. ")")
+  if holder and string.find(key, p .. "singleton:", 1, true) == 1 then
+    local run = redis.call("hmget", p .. "run:" .. holder, "status", "singletonKey")
+    if not live[run[1] or ""] or run[2] ~= key then
+      note(key, "held by " .. holder .. " which is " .. (run[1] or "gone"))
+    end
+  elseif holder then
+    local run = redis.call("hmget", p .. "run:" .. holder, "status", "attempt", "debounceKey")
+    if run[1] ~= "scheduled" or run[2] ~= "0" or run[3] ~= key then
+      note(key, "names " .. holder .. " which is " .. (run[1] or "gone") .. " (attempt " .. (run[2] or "-") .. ")")
+    end
   end
 end
 for _, run_id in ipairs(redis.call("zrange", p .. "runs:created", 0, -1)) do
@@ -278,10 +286,12 @@ return bad
 """
 
 
-def one_run_key_breaches(r: Any, keys: Any) -> dict[str, str]:
+def one_run_key_breaches(r: Any, keys: Any, names: Iterable[str] = ()) -> dict[str, str]:
     """``{key or run id: why}`` where "a singleton key is held iff its run is unfinished; a
-    debounce window exists iff its run is still scheduled" fails (not cluster mode)."""
-    flat = r.eval(_ONE_RUN_KEYS_LUA, 0, keys.prefix + ":")
+    debounce window exists iff its run is still scheduled" fails (not cluster mode);
+    ``names``: the keys and windows to check (default: every one of the prefix)."""
+    names = list(names)
+    flat = r.eval(_ONE_RUN_KEYS_LUA, len(names), *names, keys.prefix + ":")
     return dict(zip(flat[::2], flat[1::2]))
 
 
