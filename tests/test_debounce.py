@@ -131,3 +131,16 @@ def test_many_greenlets_calling_at_once_collapse_into_one_run(registry, client, 
     run = client.get_run(r.get(client.keys.debounce("burst", "x")))
     assert run.collapsed_calls == 29
     assert_one_run_keys(r, client.keys)
+
+
+def test_a_call_to_another_queue_gets_a_run_there_and_the_window_moves_to_it(registry, client, r):
+    @define_workflow("routed", registry=registry, debounce=Debounce(period=60))
+    def routed(ctx):
+        return None
+
+    first = routed.run(1, client=client)
+    other = routed.run(2, client=client, queue="elsewhere")
+    assert other.id != first.id
+    assert r.zscore(client.keys.queue_scheduled("elsewhere"), other.id) is not None
+    assert r.zscore(client.keys.queue_scheduled("elsewhere"), first.id) is None  # never moved into another queue's zset
+    assert routed.run(3, client=client, queue="elsewhere").id == other.id

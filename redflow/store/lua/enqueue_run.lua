@@ -5,7 +5,7 @@
 -- "skip" returns that run (counting the call on it, skippedCalls), "replace" returns
 -- it as a conflict unless it is the run the caller canceled (replace from), and a key
 -- naming a finished or gone run is free. A debounce: the window names a run still
--- scheduled (never started, not held): the call moves its due time to created at +
+-- scheduled (never started, not held) in the call's queue: the call moves its due time to created at +
 -- period (at most its createdAt + max wait, and not past its deadlineAt), gives it this
 -- call's input (and limits), moves its startBy with it, and counts it (collapsedCalls;
 -- both counts also per workflow in the one-run-calls hash, for metrics);
@@ -57,8 +57,8 @@ if policy ~= "" then
   local holder = redis.call("get", policy_key)
   local holder_key = holder and string.sub(run_key, 1, #run_key - #run_id) .. holder
   if policy == "debounce" and holder then
-    local run = redis.call("hmget", holder_key, "status", "attempt", "createdAt", "startWithinMs", "deadlineAt", "heldBy")
-    if run[1] == "scheduled" and (run[2] == "0" or not run[2]) and not run[6] then
+    local run = redis.call("hmget", holder_key, "status", "attempt", "createdAt", "startWithinMs", "deadlineAt", "heldBy", "queue")
+    if run[1] == "scheduled" and (run[2] == "0" or not run[2]) and not run[6] and run[7] == queue then  -- (a call to another queue: its own run)
       local due = tonumber(created_at) + period
       if max_wait > 0 then
         due = math.min(due, (tonumber(run[3]) or tonumber(created_at)) + max_wait)
