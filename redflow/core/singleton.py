@@ -33,6 +33,8 @@ SKIP = "skip"
 REPLACE = "replace"
 DEBOUNCE = "debounce"
 ON_CONFLICT = (SKIP, REPLACE)
+#: The cancel reason of a run a singleton's ``on_conflict="replace"`` replaced.
+REPLACED_REASON = "replaced by a newer run of its singleton key"
 
 KeyFunction = Callable[[Any], Any]
 
@@ -112,6 +114,11 @@ class KeyClaim:
     def summary(self) -> str:
         """The run field that says which policy it is under (``singleton`` / ``debounce``)."""
         return f"{self.period_ms}:{self.max_wait_ms or ''}" if self.debounced else self.mode
+
+
+def delayed_debounce(workflow: str) -> RedflowError:
+    """The error of ``delay=`` / ``run_at=`` on a debounced workflow's run."""
+    return RedflowError(f"workflow {workflow!r} is debounced: its runs start `period` after the last call (no delay= or run_at=)")
 
 
 def one_of(name: str, singleton: Any, debounce: Any) -> tuple[Singleton | None, Debounce | None]:

@@ -23,6 +23,7 @@ from redflow.core import enqueue_hooks
 from redflow.core.errors import RedflowError
 from redflow.core.keys import new_id
 from redflow.core.models import RunField
+from redflow.core.singleton import REPLACED_REASON
 from redflow.store.batch import Batch
 from redflow.store.cancel import cancel_run
 from redflow.store.memory import raise_when_full
@@ -36,8 +37,6 @@ TAKEOVER_TRIES = 8
 _REPLACEABLE = ("failed", "canceled")
 #: What a singleton key or debounce window did instead of creating a run: the call's run is that one.
 _ONE_RUN = ("skipped", "collapsed")
-#: The cancel reason of a run a singleton's ``on_conflict="replace"`` replaced.
-REPLACED_REASON = "replaced by a newer run of its singleton key"
 
 
 def new_run_id() -> str:

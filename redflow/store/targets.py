@@ -30,7 +30,7 @@ from redflow.core.interop import NONE, Interop
 from redflow.core.json_schema import JsonSchema, json_form
 from redflow.core.keys import Keys
 from redflow.core.models import RunField, WorkflowField, max_attempts_of
-from redflow.core.singleton import DEBOUNCE, Debounce, KeyClaim, Singleton, key_value, of_metadata
+from redflow.core.singleton import DEBOUNCE, Debounce, KeyClaim, Singleton, delayed_debounce, key_value, of_metadata
 from redflow.core.workflow_def import Registry, WorkflowDef, get_default_registry
 from redflow.store.payloads import Payloads
 from redflow.store.requests import IDEMPOTENCY_TTL_S, EnqueueRequest
@@ -192,7 +192,7 @@ class Targets:
             return KeyClaim(policy.on_conflict, self.keys.singleton(target.name, key, queue))
         debounce = policy
         if available_at_ms:
-            raise RedflowError(f"workflow {target.name!r} is debounced: its runs start `period` after the last call (no delay= or run_at=)")
+            raise delayed_debounce(target.name)
         key = key_value(debounce.key, value, workflow=target.name, what="debounce")
         return KeyClaim(DEBOUNCE, self.keys.debounce(target.name, key, queue), debounce.period_ms, debounce.max_wait_ms)
 

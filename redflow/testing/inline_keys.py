@@ -9,13 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from redflow.core.errors import CanceledError, RedflowError
-from redflow.core.singleton import REPLACE, SKIP, key_value
+from redflow.core.errors import CanceledError
+from redflow.core.singleton import REPLACE, REPLACED_REASON, SKIP, delayed_debounce, key_value
 from redflow.core.workflow_def import WorkflowDef
 from redflow.testing.inline_runs import UNFINISHED, InlineRun
-
-#: The cancel reason of a run a singleton's "replace" replaced (as store/enqueue.py says it).
-REPLACED_REASON = "replaced by a newer run of its singleton key"
 
 
 class InlineKeys:
@@ -40,7 +37,7 @@ class InlineKeys:
         held = self._runs.get((wf.name, key))
         if wf.debounce is not None:
             if delayed:
-                raise RedflowError(f"workflow {wf.name!r} is debounced: its runs start `period` after the last call (no delay= or run_at=)")
+                raise delayed_debounce(wf.name)
             if held is None or held.status != "scheduled" or held.attempt or held.parked is not None or held.due_ms is None:
                 return None
             due_ms = now_ms + wf.debounce.period_ms
