@@ -96,7 +96,7 @@ class Extras:
         self.retried: set[str] = set()  # runs the model retried
         self.emitted: dict[str, tuple[str, str]] = {}  # run -> (its emitter, the emit step)
         self.schedules: dict[str, ScheduleLog] = {}
-        self.leader_kills = 0
+        self.leader_kills = self.window_kills = 0  # window: between a tick's run and its advance
         self.gone: set[str] = set()  # runs seen purged
 
     def ops(self) -> list[tuple[int, Any]]:
@@ -113,7 +113,7 @@ class Extras:
         tagged = sum(len(log.runs) for log in self.schedules.values())
         return (f"{len(self.listeners)} listeners ({accepted} signals accepted, {refused} refused), {len(self.streamers)} "
                 f"streamers ({items} items), {len(self.emitted)} emitted runs, {len(self.schedules)} schedules "
-                f"({ticks} ticks fired, {tagged} runs), {self.leader_kills} cron leader kills")  # fmt: skip
+                f"({ticks} ticks fired, {tagged} runs), {self.leader_kills} cron leader kills ({self.window_kills} mid-tick)")  # fmt: skip
 
     # -- operations ----------------------------------------------------------------------
     def enqueue_listener(self) -> None:
@@ -252,6 +252,7 @@ class Extras:
         if active and self.m.rng.random() < 0.6:
             for _ in range(150):
                 if any(self._inside_the_window(sid) for sid in active):
+                    self.window_kills += 1
                     break
                 gevent.sleep(0.01)
         self.leader_kills += 1
