@@ -246,13 +246,22 @@ class Extras:
         call()
         span.hi = server_ms(self.m.r)
 
-    def kill_leader(self) -> None:
+    def leader_change(self) -> None:
+        """The step in the middle of every schedule: ``m0`` ticking (resumed if paused), its
+        leader SIGKILLed between a tick's run and its advance (if one comes within 1.5 s)."""
+        if not self.schedules["m0"].active:
+            lo = server_ms(self.m.r)
+            self.m.client.schedules.resume("m0")
+            self.schedules["m0"].spans.append(Span(lo, server_ms(self.m.r)))
+        self.kill_leader(mid_tick=True)
+
+    def kill_leader(self, mid_tick: bool = False) -> None:
         """SIGKILL the worker that leads the cron: often right between a tick's run and its advance."""
         leaders = [worker for worker in self.m.fleet.alive() if leads_cron(worker)]
         if not leaders:
             return
         active = [sid for sid, log in self.schedules.items() if log.active]
-        if active and self.m.rng.random() < 0.6:
+        if active and (mid_tick or self.m.rng.random() < 0.6):
             for _ in range(150):
                 if any(self._inside_the_window(sid) for sid in active):
                     self.window_kills += 1

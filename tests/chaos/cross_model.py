@@ -122,6 +122,7 @@ class CrossFeatures:
             for step in range(1, self.steps + 1):
                 self.step = step
                 op = self.rng.choices([op for _, op in self.ops], weights)[0]
+                op = self.extras.leader_change if step == self.steps // 2 else op
                 op()
                 self.judge.safety()
                 self.extras.safety()
