@@ -252,7 +252,7 @@ class Extras:
 
     def leader_change(self) -> None:
         """The step in the middle of every schedule: ``m0`` ticking (resumed if paused), its
-        leader SIGKILLed between a tick's run and its advance (if one comes within 1.5 s)."""
+        leader SIGKILLed between a tick's run and its advance (if one comes within 3 s)."""
         if not self.schedules["m0"].active:
             lo = server_ms(self.m.r)
             self.m.client.schedules.resume("m0")
@@ -266,7 +266,7 @@ class Extras:
             return
         active = [sid for sid, log in self.schedules.items() if log.active]
         if active and (mid_tick or self.m.rng.random() < 0.6):
-            for _ in range(150):
+            for _ in range(300 if mid_tick else 150):  # a schedule just resumed: its leader may be idle a second first
                 if any(self._inside_the_window(sid) for sid in active):
                     self.window_kills += 1
                     break
