@@ -211,11 +211,12 @@ class Extras:
             self.create_schedule()
             return
         sid = rng.choice(kept)
-        choices = ["pause/resume", "pause/resume", "trigger", "trigger", "update"] + (["delete"] if sid != "m0" else [])
-        log, action = self.schedules[sid], rng.choice(choices)
-        if action == "pause/resume" and log.active:
+        log = self.schedules[sid]
+        choices = ["pause", "trigger", "trigger", "update"] if log.active else ["resume", "resume", "resume", "trigger"]
+        action = rng.choice(choices + (["delete"] if sid != "m0" else []))  # mostly ticking: a paused one soon resumes
+        if action == "pause":
             self._end_span(sid, lambda: schedules.pause(sid))
-        elif action == "pause/resume":
+        elif action == "resume":
             lo = server_ms(self.m.r)
             schedules.resume(sid)
             log.spans.append(Span(lo, server_ms(self.m.r)))
@@ -229,7 +230,7 @@ class Extras:
                                f"though it had started {before[-1]}, {status}")  # fmt: skip
             if run_id not in before:
                 before.append(run_id)
-        elif action == "update" and log.active:  # a new jitter: the next tick is the first from now
+        elif action == "update":  # a new jitter: the next tick is the first from now
             lo = server_ms(self.m.r)
             self._end_span(sid, lambda: schedules.update(sid, jitter=rng.choice([0, 0.2, 0.4])))
             log.spans.append(Span(lo, server_ms(self.m.r)))
