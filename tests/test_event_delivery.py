@@ -128,6 +128,37 @@ def test_a_claim_whose_worker_died_is_delivered_by_another_after_the_claim_ends_
     assert late.result(10) == [{"n": 1}, {"n": 2}]
 
 
+def test_while_a_dead_workers_claim_lasts_no_later_event_of_its_name_is_delivered_and_the_wait_takes_the_first_that_fired(
+    start, registry, client, scheduled_events_by_hand
+):
+    """The cross-feature model's seed 7 (issue 31): the worker that claimed a round froze; the
+    next round, due before its claim ended, was delivered first and the wait took it. A wait
+    takes the first matching event that fires after it began: a later one waits for the claim."""
+    listener = define_listener(registry, rounds=2)
+
+    @define_workflow("tock-listener", registry=registry)
+    def tock_listener(ctx):
+        return ctx.step.wait_for_event("t0", "tock", timeout=15)
+
+    start()
+    run, other = listener.run(None, client=client), tock_listener.run(None, client=client)
+    wait_until(lambda: waiting_in(client, run.id, "w0") and waiting_in(client, other.id, "t0"), message="both runs to wait")
+    client.schedule_event("tick", {"n": 0}, at=time.time())
+    claim = client.scripts.claim_scheduled_events(most=10, claim_ms=1000)  # a worker took it, then froze
+    assert len(claim.events) == 1
+    client.schedule_event("tick", {"n": 1}, at=time.time())  # fires after the first, due while its claim lasts
+    client.schedule_event("tock", {"n": 1}, at=time.time())  # another name: nothing holds it back
+
+    other_worker = scheduled_events_by_hand(client, claim_ms=1000)
+    other_worker()  # takes the tock, and no tick
+    assert other.result(10) == {"n": 1}
+    assert other_worker() > 0.0 and waiting_in(client, run.id, "w0")  # the tick after the claimed one waits for it
+    wait_until(lambda: other_worker() == 0.0, message="the claim to end and the ticks to be taken")
+    wait_until(lambda: waiting_in(client, run.id, "w1"), message="the run to take the first tick")
+    client.emit_event("tick", {"n": 2})  # the second tick fired before w1 began: it does not count for it
+    assert run.result(10) == [{"n": 0}, {"n": 2}]
+
+
 def test_a_scheduled_event_fires_no_earlier_than_it_was_scheduled(start, registry, client, scheduled_events_by_hand):
     listener = define_listener(registry, rounds=1)
     start()

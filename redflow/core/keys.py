@@ -430,8 +430,8 @@ class Keys:
     def scheduled_events(self) -> str:
         """zset: JSON ``{id, event, payloadJson}`` -> fire ms: events that
         ``schedule_event`` delivers to waiting runs when they fire; one a
-        worker is delivering is ``claimed:<fire ms>:<that JSON>`` -> the end
-        of its claim (claim_scheduled_events.lua)."""
+        worker is delivering is ``claimed:<fire ms>:<claim end ms>:<that JSON>``
+        -> its fire ms (claim_scheduled_events.lua)."""
         return self._p + "events:scheduled"
 
 

@@ -138,7 +138,13 @@ class Attempt:
             self.lease.detach()
 
     def _execute(self) -> Outcome:
-        """Start the run, run its handler, settle: the outcome, settled (or why there was nothing to run)."""
+        """Start the run, run its handler, settle: the outcome, settled (or why there was nothing to run).
+        One exit: every outcome but Skipped goes through the one settle call."""
+        outcome = self._outcome()
+        return outcome if isinstance(outcome, Skipped) else self.settle(outcome)
+
+    def _outcome(self) -> Outcome:
+        """What this attempt came to, not yet settled: Skipped when there was nothing to run."""
         reply, refused = self._start()
         if reply is None:
             drop_invalid_entries(self.store, self.queue, conn=self.conn)
@@ -150,7 +156,7 @@ class Attempt:
                 self.rt.wake_promoter(int(reply.detail))  # held by the rate limit until then
             return Skipped(f"status {reply.status}" if reply.kind == "skip" else reply.kind)
         if reply.kind == "cancel":
-            return self.settle(Canceled(CanceledError()))
+            return Canceled(CanceledError())
         self.started_at = time.time()
         fields = reply.fields
         self._cleanup = RunField.ERROR_JSON in fields or RunField.AVAILABLE_AT in fields or RunField.OUTPUT_JSON in fields
@@ -158,14 +164,14 @@ class Attempt:
             self.parent_link = (fields.get(RunField.PARENT_RUN_ID, ""), fields[RunField.NOTIFY_PARENT])
         prepared = self._prepare(fields, reply.attempt, reply.blobs)
         if not isinstance(prepared, tuple):
-            return self.settle(prepared)
+            return prepared
         workflow, input_value = prepared
         if reply.kind == "expired":  # past a deadline: failed, the handler never called
-            return self.settle(deadlines.expired(workflow, input_value, self.info, reply.detail, self.log_extra()))
+            return deadlines.expired(workflow, input_value, self.info, reply.detail, self.log_extra())
         if refused is not None:  # a limit's key function failed on the input: deterministic, so no retry
             call_on_failure(workflow, refused, input_value, self.info, self.log_extra())
-            return self.settle(Failed(refused))
-        return self.settle(self._run(workflow, input_value, fields, reply))
+            return Failed(refused)
+        return self._run(workflow, input_value, fields, reply)
 
     def _start(self) -> tuple[StartReply | None, Exception | None]:
         """The start reply (None: the claimed entry is not a run id), and the error

@@ -52,10 +52,11 @@ def after_end(store: Store, run_id: str, final: str, parent_link: tuple[str, str
 
 class ScheduledEvents:
     """Delivers due scheduled events to waiting runs. Every worker looks; each
-    due event is claimed by one (``claim_scheduled_events``) and removed once
-    delivered. A claim not removed within ``claim_ms`` (its worker died or
-    froze) is taken again by the next look: the delivery is repeated, which
-    resolves no wait twice and none that began after the event fired."""
+    due event is claimed by one (``claim_scheduled_events``), in fire order, and
+    removed once delivered; no later event of its name is claimed meanwhile. A
+    claim not removed within ``claim_ms`` (its worker died or froze) is taken
+    again by the next look: the delivery is repeated, which resolves no wait
+    twice and none that began after the event fired."""
 
     def __init__(self, store: Store, *, claim_ms: int) -> None:
         self.store = store

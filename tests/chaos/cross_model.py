@@ -19,6 +19,7 @@ from invariants import server_ms
 from redflow.core import codec
 from redflow.core.keys import TERMINAL_STATUSES, new_id
 from tests.chaos.cross_checks import Judge
+from tests.chaos.cross_extras import Extras
 from tests.chaos.cross_probes import Fleet, Sampler
 
 LEASE_MS = 1000
@@ -104,6 +105,8 @@ class CrossFeatures:
             (8, self.cancel), (4, self.retry), (5, self.purge), (3, self.cancel_and_purge), (3, self.kill), (3, self.freeze),
             (4, self.freeze_and_cancel), (4, self.lag), (8, self.pause),
         ]  # fmt: skip
+        self.extras = Extras(self)  # issue 31: signals, streams, emit_workflow, schedules (tests/chaos/cross_extras.py)
+        self.ops += self.extras.ops()
 
     def violate(self, key: str, message: str) -> None:
         self.violations.setdefault(key, f"[seed {self.seed}, step {self.step}] {message}")
@@ -113,24 +116,31 @@ class CrossFeatures:
         """The schedule, the safety invariants after every step; then, the faults stopped
         and every run ended, the rest; then everything purged, what is left."""
         self.sampler.start()
+        self.extras.create_schedule()
         try:
             weights = [weight for weight, _ in self.ops]
             for step in range(1, self.steps + 1):
                 self.step = step
                 op = self.rng.choices([op for _, op in self.ops], weights)[0]
+                op = self.extras.leader_change if step == self.steps // 2 else op
                 op()
                 self.judge.safety()
+                self.extras.safety()
                 gevent.sleep(self.rng.uniform(0.0, 0.1))
             self.step = self.steps + 1  # what follows is judged after the schedule
             self.faults = False
             self.fleet.thaw()
             self.fleet.clock.lag_ms = 0
+            self.extras.wind_down()
             self.quiesce()
         finally:
             self.sampler.stop()
         self.judge.safety()
+        self.extras.safety()
         self.judge.quiet()
+        self.extras.quiet()
         self.purge_everything()
+        self.extras.safety()
         self.judge.unreachable(self.client.prefix)
         return self.violations
 
@@ -141,6 +151,7 @@ class CrossFeatures:
         while gevent.get_hub().loop.now() < deadline:
             if not self.fleet.alive():
                 self.fleet.processes.append(self.fleet.spawn())
+            self.extras.nudge()
             if all(status is None or status in TERMINAL_STATUSES for status in self.judge.statuses(self.judge.all_runs()).values()):
                 return
             for key in KEYS["ping"]:
@@ -151,9 +162,8 @@ class CrossFeatures:
 
     def purge_everything(self) -> None:
         """Every run has ended: purge them all (retention's own deletion, with no wait)."""
-        self.judge.remember_waiters()
         for _ in range(5):
-            self.client.purge(older_than=0)
+            self._purge(older_than=0)
             if not self.r.zcard(self.keys.runs_created()):
                 return
             gevent.sleep(0.2)
@@ -268,11 +278,18 @@ class CrossFeatures:
         statuses = self.judge.statuses([run_id for run_id, name in self.ledger.runs.items() if name != "parent"])
         ended = sorted(run_id for run_id, status in statuses.items() if status in ("failed", "canceled"))
         if ended:
-            self.client.retry(self.rng.choice(ended))
+            run_id = self.rng.choice(ended)
+            self.extras.retried.add(run_id)
+            self.client.retry(run_id)
+
+    def _purge(self, older_than: float, workflow: str | None = None) -> None:
+        """``client.purge``, what the checks need of the runs it may delete remembered first."""
+        self.judge.remember_waiters()  # what a purged waiter run resolved stays judged
+        self.extras.remember()
+        self.client.purge(older_than=older_than, workflow=workflow)
 
     def purge(self) -> None:
-        self.judge.remember_waiters()  # what a purged waiter run resolved stays judged
-        self.client.purge(older_than=self.rng.choice([0, 0.5, 2.0]), workflow=self.rng.choice([None, "child", "child"]))
+        self._purge(self.rng.choice([0, 0.5, 2.0]), self.rng.choice([None, "child", "child"]))
 
     def cancel_and_purge(self) -> None:
         """Cancel a parent, then purge what has ended at once (the parent, if nobody held it):
@@ -281,8 +298,7 @@ class CrossFeatures:
         live = [run_id for run_id, status in statuses.items() if status and status not in TERMINAL_STATUSES]
         if live:
             self._cancel(self.rng.choice(live))
-            self.judge.remember_waiters()
-            self.client.purge(older_than=0)
+            self._purge(older_than=0)
 
     def kill(self) -> None:
         alive = self.fleet.alive()

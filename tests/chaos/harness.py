@@ -109,6 +109,17 @@ def alive(worker: WorkerProcess) -> bool:
     return worker.proc.poll() is None
 
 
+#: What a worker logs when it takes the cron leader's lock, and when it loses it.
+LEADS_CRON = "cron: this worker leads the cron triggers and schedules"
+NO_LONGER_LEADS = "cron: this worker no longer leads"
+
+
+def leads_cron(worker: WorkerProcess) -> bool:
+    """The worker is alive and leads the cron now, by its log (took the lock, not lost since)."""
+    out = worker.output()
+    return alive(worker) and out.rfind(LEADS_CRON) > out.rfind(NO_LONGER_LEADS)
+
+
 # -- runs written by hand, as another client (or a hostile producer) writes them ---------------
 
 

@@ -26,11 +26,9 @@ from redflow.core.idempotency import schedule_tick_idempotency_key
 from redflow.core.keys import enc
 from redflow.core.models import ScheduleField
 from tests.chaos.apps.schedule_app import registry as schedule_registry
-from tests.chaos.harness import alive
+from tests.chaos.harness import alive, leads_cron
 from tests.chaos.kit import wait_terminal
 
-LEADS = "cron: this worker leads the cron triggers and schedules"
-NO_LONGER = "cron: this worker no longer leads"
 HAD_STARTED = re.compile(r"schedule every-second: the tick of (\d+) had started run")
 
 pytestmark = pytest.mark.slow
@@ -45,12 +43,7 @@ def schedule_client(engine, prefix):
 
 def leader_of(spawned):
     """The live worker that leads the cron now (by its log: it took the lock and has not lost it since)."""
-
-    def leads(worker) -> bool:
-        out = worker.output()
-        return alive(worker) and out.rfind(LEADS) > out.rfind(NO_LONGER)
-
-    return wait_until(lambda: [w for w in spawned if leads(w)], timeout=30, message="a live worker to lead the cron")[0]
+    return wait_until(lambda: [w for w in spawned if leads_cron(w)], timeout=30, message="a live worker to lead the cron")[0]
 
 
 def tick_ms_of_runs(er, client) -> dict[int, str]:

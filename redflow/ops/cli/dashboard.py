@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 from typing import Any
 
 import gevent
 
 from redflow.core.errors import RedflowError
 from redflow.ops.cli.common import connect, connection_options
+from redflow.ops.cli.stop_signals import on_stop_signals
 from redflow.ops.cli.values import port_number, usage_error
 from redflow.ops.dashboard import TOKEN_ENV, resolve_token, serve
 
@@ -26,8 +26,7 @@ def _dashboard_command(args: argparse.Namespace) -> int:
     except (RedflowError, ValueError) as exc:  # a token too short, a port in use, a bad Redis URL
         usage_error(f"dashboard: {exc}")
     log.info("dashboard on http://%s:%d/ (actions %s)", args.host, server.server_port, "on" if token else "off: no token")
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        gevent.signal_handler(signum, lambda: gevent.spawn(server.stop, 2))
+    on_stop_signals(lambda _signum: gevent.spawn(server.stop, 2))
     server.serve_forever()
     client.close()
     return 0

@@ -44,6 +44,7 @@ from gevent import subprocess
 from gevent.event import Event
 
 from redflow.core.errors import RedflowError
+from redflow.ops.cli.stop_signals import on_stop_signals
 from redflow.ops.cli.values import usage_error
 
 log = logging.getLogger("redflow.supervisor")
@@ -130,14 +131,13 @@ class Supervisor:
 
     def run(self) -> int:
         """Start the children and block until all have exited; the exit code."""
-        handlers = [gevent.signal_handler(signum, self.on_signal, signum) for signum in (signal.SIGTERM, signal.SIGINT)]
+        handlers = on_stop_signals(self.on_signal)
         log.info("supervisor (pid %d): %d worker processes", os.getpid(), len(self.children))
         keepers = [gevent.spawn(self._keep, child) for child in self.children]
         try:
             gevent.joinall(keepers, raise_error=True)
         finally:
-            for handler in handlers:
-                handler.cancel()
+            handlers.cancel()
         if self.gave_up is not None:
             return self.gave_up
         if self.signals > 1:

@@ -12,7 +12,6 @@ import argparse
 import importlib
 import logging
 import os
-import signal
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -23,6 +22,7 @@ from redis.exceptions import RedisClusterException, RedisError
 
 from redflow.core.errors import RedflowError
 from redflow.core.interop import COMPAT_MODES
+from redflow.ops.cli.stop_signals import on_stop_signals
 from redflow.ops.cli.supervisor import supervise
 from redflow.ops.cli.values import EXIT_USAGE, non_negative_float, non_negative_int, positive_int
 from redflow.registry import Registry, get_default_registry
@@ -153,8 +153,7 @@ def _worker(args: argparse.Namespace) -> int:
             logging.shutdown()
             os._exit(1)
 
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        gevent.signal_handler(signum, on_signal, signum)
+    on_stop_signals(on_signal)
     worker = _start(args, registry, [metrics.observer] if metrics else [], stop_requested)
     if worker is None:
         log.info("stopped before the worker started")

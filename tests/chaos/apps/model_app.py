@@ -2,7 +2,8 @@
 
 One workflow per feature the model mixes: a concurrency limit, a rate limit,
 a durable sleep, event waits (fed by ``emit_event`` or ``schedule_event``),
-fan-out with children kept briefly by retention, and retries. Nothing here
+fan-out with children kept briefly by retention, retries; signal waits,
+output streams, ``emit_workflow`` and the runs of schedules (issue 31). Nothing here
 counts itself: the model judges everything from what Redis holds (step
 records, run fields, indexes), read with Redis's own clock.
 """
@@ -12,6 +13,8 @@ from __future__ import annotations
 import gevent
 
 from redflow import Concurrency, RateLimit, Registry, Retention, define_workflow
+from redflow.engine.schedules import ScheduleTicker
+from redflow.store.requests import TickDone
 
 registry = Registry()
 
@@ -73,3 +76,67 @@ def child(ctx):
     if ctx.input.get("sleep"):
         ctx.step.sleep("rest", ctx.input["sleep"])
     return done
+
+
+# -- issue 31: signals, streams, emit_workflow and schedules in the model -----------------------
+
+
+@define_workflow("listener", registry=registry)
+def listener(ctx):
+    """One ``wait_for_signal`` per name of ``waits`` (several of one name, in that order), no
+    timeout: the model sends each one; returns the payloads taken."""
+    return [ctx.step.wait_for_signal(name) for name in ctx.input["waits"]]
+
+
+@define_workflow("streamer", registry=registry, max_attempts=2)
+def streamer(ctx):
+    """``n`` items ``{"i", "attempt"}``, ``nap`` s apart, a durable sleep before item ``rest_at``
+    (if any); ``flaky``: the first attempt fails after its items (the retry streams again)."""
+    for i in range(ctx.input["n"]):
+        if i == ctx.input.get("rest_at"):
+            ctx.step.sleep("rest", ctx.input["rest"])
+        ctx.stream({"i": i, "attempt": ctx.run.attempt})
+        _nap(ctx.input["nap"])
+    if ctx.input.get("flaky") and ctx.run.attempt == 1:
+        raise ConnectionError("the streamer's first attempt fails after its items")
+    return ctx.input["n"]
+
+
+@define_workflow("emitter", registry=registry, max_attempts=2)
+def emitter(ctx):
+    """``emit_workflow`` steps ``e1`` (and ``e2`` if ``two``), work between them; ``flaky``: the
+    first attempt fails after them (the retry replays both ids and starts no run)."""
+    ids = [ctx.step.emit_workflow("e1", "emitted", {"parent": ctx.run.id, "step": "e1"})]
+    _nap(ctx.input["nap"])
+    if ctx.input.get("two"):
+        ids.append(ctx.step.emit_workflow("e2", "emitted", {"parent": ctx.run.id, "step": "e2"}))
+    if ctx.input.get("flaky") and ctx.run.attempt == 1:
+        raise ConnectionError("the emitter's first attempt fails after its emits")
+    return ids
+
+
+@define_workflow("emitted", registry=registry)
+def emitted(ctx):
+    """What an emitter starts: its input names the parent and the step."""
+    return ctx.input
+
+
+@define_workflow("stamp", registry=registry)
+def stamp(ctx):
+    """What the model's schedules start."""
+    return ctx.run.id
+
+
+#: Seconds a cron leader running this app waits between a tick's run and the tick's advance,
+#: so that a leader kill often lands inside that window (tests/chaos/apps/schedule_app.py).
+ADVANCE_DELAY_S = 0.2
+_advance = ScheduleTicker._done
+
+
+def _advance_late(ticker: ScheduleTicker, done: TickDone) -> None:
+    if done.run_id and done.done_ms is not None:
+        gevent.sleep(ADVANCE_DELAY_S)
+    _advance(ticker, done)
+
+
+ScheduleTicker._done = _advance_late  # type: ignore[method-assign]
