@@ -25,6 +25,9 @@ _EXPORTS = {
     "RateLimit": "core.flow",
     # retries
     "RetryPolicy": "core.retry",
+    # one run per key
+    "Singleton": "core.singleton",
+    "Debounce": "core.singleton",
     # client
     "create_client": "client",
     "RedflowClient": "client",
@@ -112,6 +115,7 @@ if TYPE_CHECKING:
     from redflow.core.models.streams import StreamItem
     from redflow.core.retention import Retention
     from redflow.core.retry import RetryPolicy
+    from redflow.core.singleton import Debounce, Singleton
     from redflow.engine.context import OnFailureContext, WorkflowContext
     from redflow.engine.interrupts import CancelSignal
     from redflow.engine.run_info import RunInfo

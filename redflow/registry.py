@@ -14,6 +14,7 @@ from redflow.core.flow import Concurrency, FlowControl, RateLimit
 from redflow.core.input_schema import as_schema
 from redflow.core.retention import DEFAULT_RETENTION, Retention, RetentionSpec, retention_of
 from redflow.core.retry import DEFAULT_RETRY, RetryPolicy
+from redflow.core.singleton import Debounce, Singleton, one_of
 from redflow.core.workflow_def import Registry, get_default_registry
 
 __all__ = ["CronTrigger", "Registry", "Workflow", "define_workflow", "get_default_registry", "validate_input"]
@@ -111,6 +112,9 @@ class Workflow:
     retry: RetryPolicy | None = None
     #: ``start_within`` and ``timeout`` (redflow/core/deadlines.py)
     deadlines: Deadlines = NO_DEADLINES
+    #: at most one unfinished run per key, or calls collapsed into one run (redflow/core/singleton.py)
+    singleton: Singleton | None = None
+    debounce: Debounce | None = None
     #: ``concurrency`` and ``rate_limit``, checked (redflow/core/flow.py)
     flow: FlowControl = field(init=False, repr=False)
 
@@ -120,6 +124,7 @@ class Workflow:
         if self.retry is not None:  # the policy's attempts are the workflow's
             self.max_attempts = self.retry.max_attempts
         self.concurrency = self.flow.concurrency
+        one_of(self.name, self.singleton, self.debounce)
 
     def validate(self, value: Any) -> Any:
         return validate_input(self.schema, value)
@@ -155,10 +160,12 @@ def define_workflow(
     retry: RetryPolicy | None = None,
     start_within: float | timedelta | None = None,
     timeout: float | timedelta | None = None,
+    singleton: Singleton | None = None,
+    debounce: Debounce | None = None,
 ) -> Callable[[Handler], Workflow]:
     """Decorator: define a workflow named ``name`` whose handler is the function.
     ``concurrency`` / ``rate_limit``: flow control (see redflow/core/flow.py);
-    ``retry``, ``start_within``, ``timeout``: retries and deadlines (docs/guide/policies.md)."""
+    ``retry``, ``start_within``, ``timeout``, ``singleton``, ``debounce``: policies (docs/guide/policies.md)."""
     if not name or not isinstance(name, str):
         raise RedflowError("a workflow needs a non-empty name")
     if not queue or not isinstance(queue, str):
@@ -173,6 +180,7 @@ def define_workflow(
     except RedflowError as exc:
         raise RedflowError(f"workflow {name!r}: {exc}") from None
     flow = FlowControl.of(name, concurrency, rate_limit)
+    one_per_key = one_of(name, singleton, debounce)
 
     def decorate(handler: Handler) -> Workflow:
         if not callable(handler):
@@ -191,6 +199,8 @@ def define_workflow(
             rate_limit=flow.rate_limit,
             retry=policy,
             deadlines=deadlines,
+            singleton=one_per_key[0],
+            debounce=one_per_key[1],
         )
         (registry if registry is not None else get_default_registry()).register(wf)
         return wf

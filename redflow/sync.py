@@ -25,6 +25,7 @@ from redflow.core.models import (
     event_triggers_json,
     retention_json,
 )
+from redflow.core.singleton import metadata_json
 from redflow.core.workflow_def import Registry, WorkflowDef
 from redflow.store.port import Store
 
@@ -129,12 +130,15 @@ def _set_or_drop(pipe: Pipeline, key: str, fields: dict[Any, Any], names: tuple[
 
 
 def _sync_policies(pipe: Pipeline, key: str, wf: WorkflowDef) -> None:
-    """A retry policy other than the default (for the views) and the deadlines
-    (which a client enqueueing the workflow by name applies); absent ones are dropped."""
+    """A retry policy other than the default (for the views), the deadlines, singleton and
+    debounce (which a client enqueueing the workflow by name applies); absent ones are dropped."""
     fields: dict[Any, Any] = dict(wf.deadlines.metadata_fields())
     if wf.retry is not None:
         fields[WorkflowField.RETRY_JSON] = codec.dumps(wf.retry.summary())
-    known = (WorkflowField.RETRY_JSON, WorkflowField.START_WITHIN_MS, WorkflowField.TIMEOUT_MS)
+    one_run = metadata_json(wf.singleton, wf.debounce)
+    if one_run is not None:
+        fields[WorkflowField.ONE_RUN_JSON] = one_run
+    known = (WorkflowField.RETRY_JSON, WorkflowField.START_WITHIN_MS, WorkflowField.TIMEOUT_MS, WorkflowField.ONE_RUN_JSON)
     stale = [name for name in known if name not in fields]
     if fields:
         pipe.hset(key, mapping=fields)

@@ -235,3 +235,66 @@ def leftovers(r: Any, keys: Any, prefix: str) -> dict[str, str]:
         if named:
             found[key] = f"a {kind} that still names gone run(s) {named[:5]}{' ...' if len(named) > 5 else ''}"
     return found
+
+
+# -- singleton keys and debounce windows (core/singleton.py) -----------------------------
+
+_ONE_RUN_KEYS_LUA = """
+-- KEYS: the singleton keys and debounce windows to check (none: every one of the prefix,
+-- found with KEYS); ARGV: the prefix ("P:"). One script: an atomic view of every key,
+-- window and run. Returns {what, why, ...}: a singleton key held but its run finished or
+-- gone, an unfinished singleton run its key does not name (unless a replace canceled it),
+-- a window whose run is no longer scheduled, a still scheduled debounced run no window names.
+local p = ARGV[1]
+local bad = {}
+local function note(what, why)
+  table.insert(bad, what)
+  table.insert(bad, why)
+end
+local live = {scheduled = true, queued = true, running = true}
+local named = KEYS
+if #named == 0 then
+  named = redis.call("keys", p .. "singleton:*")
+  for _, key in ipairs(redis.call("keys", p .. "debounce:*")) do
+    table.insert(named, key)
+  end
+end
+for _, key in ipairs(named) do
+  local holder = redis.call("get", key)
+  if holder and string.find(key, p .. "singleton:", 1, true) == 1 then
+    local run = redis.call("hmget", p .. "run:" .. holder, "status", "singletonKey")
+    if not live[run[1] or ""] or run[2] ~= key then
+      note(key, "held by " .. holder .. " which is " .. (run[1] or "gone"))
+    end
+  elseif holder then
+    local run = redis.call("hmget", p .. "run:" .. holder, "status", "attempt", "debounceKey")
+    if run[1] ~= "scheduled" or run[2] ~= "0" or run[3] ~= key then
+      note(key, "names " .. holder .. " which is " .. (run[1] or "gone") .. " (attempt " .. (run[2] or "-") .. ")")
+    end
+  end
+end
+for _, run_id in ipairs(redis.call("zrange", p .. "runs:created", 0, -1)) do
+  local run = redis.call("hmget", p .. "run:" .. run_id, "status", "singletonKey", "cancelRequestedAt", "debounceKey", "attempt", "heldBy")
+  if run[2] and live[run[1] or ""] and (run[3] or "") == "" and redis.call("get", run[2]) ~= run_id then
+    note(run_id, "unfinished (" .. run[1] .. ") but its singleton key names " .. tostring(redis.call("get", run[2])))
+  end
+  if run[4] and run[1] == "scheduled" and run[5] == "0" and not run[6] and redis.call("get", run[4]) ~= run_id then
+    note(run_id, "still scheduled but its debounce window names " .. tostring(redis.call("get", run[4])))
+  end
+end
+return bad
+"""
+
+
+def one_run_key_breaches(r: Any, keys: Any, names: Iterable[str] = ()) -> dict[str, str]:
+    """``{key or run id: why}`` where "a singleton key is held iff its run is unfinished; a
+    debounce window exists iff its run is still scheduled" fails (not cluster mode);
+    ``names``: the keys and windows to check (default: every one of the prefix)."""
+    names = list(names)
+    flat = r.eval(_ONE_RUN_KEYS_LUA, len(names), *names, keys.prefix + ":")
+    return dict(zip(flat[::2], flat[1::2]))
+
+
+def assert_one_run_keys(r: Any, keys: Any) -> None:
+    breaches = one_run_key_breaches(r, keys)
+    assert not breaches, breaches

@@ -41,6 +41,8 @@ EXPECTED_OUTPUT = {
     "interop": lambda out: out.splitlines() == ["{'pages': 300}", "shop:default", "@blob:v1:", "[1,1,1,"],
     "retries": lambda out: out.splitlines() == ["{'synced': '42', 'attempts': 3}", "ValueError", "report.csv"],
     "deadlines": lambda out: out.splitlines() == ["DeadlineExceededError start", "DeadlineExceededError timeout", "['start', 'timeout']"],
+    "singleton": lambda out: out.splitlines() == ["True False", "{'account': '42', 'full': True}", "False", "canceled 2"],
+    "debounce": lambda out: out.splitlines() == ["1 Hello", "3"],
     "streams": lambda out: out.splitlines() == ["Hello from a durable stream ", "{'words': 5}"],
     "streams-pages": lambda out: (
         out.splitlines() == ["[(1, 'header'), (1, 'row 1'), (1, 'row 2'), (2, 'header')]", "[(2, 'row 1'), (2, 'row 2')]"]

@@ -15,8 +15,9 @@ import gevent
 import pytest
 from helpers import wait_until
 
-from redflow import Registry, RetryPolicy, create_client, define_workflow
+from redflow import Debounce, Registry, RetryPolicy, Singleton, create_client, define_workflow
 from redflow.bench.probe import Probe, server_delta
+from redflow.core.keys import new_id
 from redflow.core.models import ScheduleField
 from redflow.engine.schedules import ScheduleTicker
 
@@ -178,3 +179,49 @@ def test_schedules_cost_the_leader_one_command_a_pass_and_a_tick_five_round_trip
     probe.close()
     assert client.schedules.get("yearly").fired == 1
     assert tick.trips <= 5 and sum(tick.commands.values()) <= 25, (tick.trips, dict(tick.commands))
+
+
+def test_a_singleton_costs_its_run_two_commands_at_its_end_and_a_workflow_without_one_nothing(start, client, redis_url):
+    """docs/guide/policies.md, "Costs": the settle script reads the run's singletonKey with
+    the fields it reads anyway (a run without one pays nothing: the no-op run above),
+    and a singleton run lets go of its key (GET, DEL): 14 commands per no-op run."""
+    registry = Registry()
+
+    @define_workflow("unique-noop", registry=registry, singleton=Singleton(key=lambda _: new_id("key")))
+    def unique_noop(ctx):
+        return None
+
+    client.sync_registry(registry)
+    trips, commands, by_command = drain_counts(lambda **o: start(registry, **o), client, redis_url, unique_noop, concurrency=4)
+    assert trips <= 1.2, (trips, by_command)
+    assert commands <= 14.3, (commands, by_command)
+    assert 0.99 <= by_command["get"] <= 1.05 and 0.99 <= by_command["del"] <= 1.05, by_command
+
+
+@pytest.mark.parametrize(
+    ("options", "inputs", "most"),
+    [
+        ({}, range(50), 6),
+        ({"singleton": Singleton(key=lambda i: str(i))}, range(50), 9),
+        ({"singleton": Singleton(key="one")}, [0] * 50, 5),
+        ({"debounce": Debounce(period=60, key=lambda i: str(i))}, range(50), 10),
+        ({"debounce": Debounce(period=60, key="one")}, [0] * 50, 7),
+    ],
+    ids=["plain", "singleton, new keys", "singleton, skipped", "debounce, new windows", "debounce, collapsed"],
+)
+def test_what_an_enqueue_costs_with_a_singleton_or_a_debounce(client, redis_url, registry, options, inputs, most):
+    """Commands per client.run (docs/guide/policies.md, "Costs"): a plain run costs 6; a new
+    key adds a GET, a SET and an HSET of the run's policy fields (9); a new window the same
+    to a delayed run's 7 (10); a skipped call is the FCALL, a GET, an HGET and two HINCRBYs
+    (5); a collapsed one the FCALL, a GET, an HMGET, an HSET, two HINCRBYs and a ZADD (7;
+    a run with start_within or limits: one more HSET each)."""
+    flow = define_workflow("enqueued", registry=registry, **options)(lambda ctx: None)
+    flow.run(-1, client=client)  # the script loaded, the clock read
+    probe = Probe(redis_url)
+    before = probe.sample()
+    for value in inputs:
+        flow.run(value, client=client)
+    delta = server_delta(before, probe.sample())
+    probe.close()
+    per_run = sum(delta.commands.values()) / len(inputs)
+    assert most <= per_run <= most + 0.1, (per_run, dict(delta.commands))  # (a clock resync would add 0.02)

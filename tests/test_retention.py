@@ -11,7 +11,7 @@ from doc_pages import python_blocks
 from helpers import wait_until
 from test_docs_examples import run_script
 
-from redflow import Registry, Retention, define_workflow
+from redflow import Debounce, Registry, Retention, Singleton, define_workflow
 from redflow.core.errors import RedflowError, RunNotFoundError
 from redflow.core.models import WorkflowField, retention_from_json, retention_json
 from redflow.core.retention import DEFAULT_RETENTION, KEEP_FOREVER, retention_from_days, retention_of
@@ -411,3 +411,28 @@ def test_tagged_failed_and_canceled_runs_leave_no_entry_in_the_search_indexes(st
     for key in r.scan_iter(match=f"{prefix}:*", count=1000):
         if r.type(key) == "zset":
             assert not ids & set(r.zrange(key, 0, -1)), key
+
+
+def test_retention_deletes_a_singleton_key_or_debounce_window_a_run_it_deletes_still_names(start, client, registry, r):
+    """Our scripts let go of a key when the run ends; one another client's worker ended without
+    doing so (here: ended by hand) is deleted with the run by retention (purge_run.lua)."""
+
+    @define_workflow("one-at-a-time", retention=1, registry=registry, singleton=Singleton("all"))
+    def one_at_a_time(ctx):
+        return None
+
+    @define_workflow("collapsing", retention=1, registry=registry, debounce=Debounce(period=60))
+    def collapsing(ctx):
+        return None
+
+    held, windowed = one_at_a_time.run(None, client=client, delay=60), collapsing.run(None, client=client)
+    names = [client.keys.singleton("one-at-a-time", "all"), client.keys.debounce("collapsing", "")]
+    for handle in (held, windowed):  # ended elsewhere: the fields and indexes a finished run has, the key left
+        r.hset(client.keys.run(handle.id), mapping={"status": "succeeded", "finishedAt": client.now_ms() - 5000})
+        r.zrem(client.keys.runs_status("scheduled"), handle.id)
+        r.zrem(client.keys.queue_scheduled("default"), handle.id)
+        r.zadd(client.keys.runs_status("succeeded"), {handle.id: client.now_ms() - 5000})
+    assert [r.get(name) for name in names] == [held.id, windowed.id]
+    start(**FAST)
+    wait_until(lambda: client.get_run(held.id) is None and client.get_run(windowed.id) is None, timeout=10)
+    assert [r.get(name) for name in names] == [None, None]

@@ -16,6 +16,7 @@ import re
 import pytest
 
 from redflow.core.keys import Keys
+from redflow.core.singleton import KeyClaim
 from redflow.store.catalog import LIBRARY, SCRIPT_NAMES, lua
 from redflow.store.requests import EnqueueRequest, SettleRequest, SignalTake, StartRequest, TickDone
 from redflow.store.scripts import WAKE_TTL_MS, Scripts, run_own_keys
@@ -48,7 +49,7 @@ TAGS = {"t": "v"}
 TERMINAL = K.terminal_index_keys("wf", TAGS, Q)
 ENQUEUE = EnqueueRequest(
     "wf", Q, "input", 7, available_at_ms=11, idempotency_key="idem", idempotency_ttl_s=13, parent_run_id="parent", tags=TAGS,
-    input_blob=("v1:in", "blob-in"),
+    input_blob=("v1:in", "blob-in"), claim=KeyClaim("mode", "skey", 31, 37), replace_from="prev",
 )  # fmt: skip
 SETTLE = SettleRequest(
     "run_1", Q, "parked", "token", 17, 19, output_json="out", error_json="err", retry_at_ms=23, check_lease=True, cleanup=False,
@@ -63,11 +64,13 @@ TABLE = {
         {"run_key": K.run("run_1", Q), "created_key": K.runs_created(Q), "queued_key": K.runs_status("queued", Q),
          "scheduled_key": K.runs_status("scheduled", Q), "workflow_runs_key": K.workflow_runs("wf", Q), "ready_key": K.queue_ready(Q),
          "queue_scheduled_key": K.queue_scheduled(Q), "idem_key": K.idempotency("wf", "idem", Q),
-         "prioritized_key": K.queue_prioritized(Q), "priority_seq_key": K.queue_priority_seq(Q),
+         "prioritized_key": K.queue_prioritized(Q), "priority_seq_key": K.queue_priority_seq(Q), "policy_key": "skey",
+         "calls_key": K.one_run_calls(Q),
          "run_id": "run_1", "workflow": "wf", "queue": Q, "input_json": "input", "created_at": "3", "available_at": "11",
          "max_attempts": "7", "idempotent": "1", "idem_ttl": "13", "replace_id": "old", "parent_run_id": "parent",
-         "blob_field": "v1:in", "blob": "blob-in"},
-        {("KEYS", 11): K.tag_index_keys("wf", TAGS, Q), ("ARGV", 14): ["tagsJson", '{"t":"v"}']},
+         "blob_field": "v1:in", "blob": "blob-in", "policy": "mode", "replace_from": "prev", "period": "31", "max_wait": "37"},
+        {("KEYS", 13): K.tag_index_keys("wf", TAGS, Q),
+         ("ARGV", 18): ["tagsJson", '{"t":"v"}', "singletonKey", "skey", "singleton", "mode"]},
     ),
     "start_run": (
         lambda s: s.start_run(StartRequest("run_1", Q, "token", 5, 3, "lim", "limits")),

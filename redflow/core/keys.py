@@ -141,13 +141,9 @@ class Keys:
         return children_key.removesuffix(_CHILDREN)
 
     def run_done(self, run_id: str, queue: str | None = None) -> str:
-        """list (redflow-gevent extension): one token pushed when the run ends.
-
-        Waiters block on it (BLMOVE onto itself, so every waiter wakes)
-        instead of polling. Other clients neither write nor need it: waiters
-        still re-read the run hash, so runs finalized elsewhere are seen by
-        a bounded poll.
-        """
+        """list (redflow-gevent extension): one token pushed when the run ends. Waiters block
+        on it (BLMOVE onto itself, so every waiter wakes) instead of polling. Other clients neither
+        write nor need it: waiters still re-read the run hash (runs finalized elsewhere: a bounded poll)."""
         return f"{self._scoped(queue)}run:{run_id}:done"
 
     def run_blobs(self, run_id: str, queue: str | None = None) -> str:
@@ -208,13 +204,11 @@ class Keys:
 
     # -- workers and charts (redflow-gevent extensions) ----------------------
     def workers(self) -> str:
-        """zset: worker id -> ms of its last heartbeat; members older than a
-        record's lifetime are pruned by every heartbeat (so it stays bounded)."""
+        """zset: worker id -> ms of its last heartbeat (every heartbeat prunes members older than a record lives)."""
         return self._p + "workers"
 
     def worker(self, worker_id: str) -> str:
-        """string: one worker's heartbeat record (JSON, see ``WorkerRecord``),
-        rewritten every beat with PX; deleted by a graceful stop."""
+        """string: one worker's heartbeat record (JSON, ``WorkerRecord``), with PX; deleted by a graceful stop."""
         return f"{self._p}worker:{worker_id}"
 
     def stats_bucket(self, span_s: int, start_ms: int) -> str:
@@ -282,10 +276,22 @@ class Keys:
         """string: held by the worker whose sweeper heals the limits of this scope now."""
         return self._scoped(queue) + "lock:limits"
 
-    # -- idempotency -------------------------------------------------------
+    # -- idempotency, singleton and debounce (cluster: per queue, beside the run they name) --
     def idempotency(self, workflow: str, key: str, queue: str | None = None) -> str:
-        """string: run id for (workflow, idempotency key), with EX ttl (cluster: per queue)."""
+        """string: run id for (workflow, idempotency key), with EX ttl."""
         return f"{self._scoped(queue)}idempo:{enc(workflow)}:{enc(key)}"
+
+    def singleton(self, workflow: str, key: str, queue: str | None = None) -> str:
+        """string: id of the unfinished run holding ``workflow``'s singleton key ``key`` (core/singleton.py)."""
+        return f"{self._scoped(queue)}singleton:{enc(workflow)}:{enc(key)}"
+
+    def debounce(self, workflow: str, key: str, queue: str | None = None) -> str:
+        """string: id of the still scheduled run that ``workflow``'s calls with debounce key ``key`` collapse into."""
+        return f"{self._scoped(queue)}debounce:{enc(workflow)}:{enc(key)}"
+
+    def one_run_calls(self, queue: str | None = None) -> str:
+        """hash: ``<workflow>:skipped`` / ``:collapsed`` -> calls a singleton skipped or a debounce collapsed (metrics)."""
+        return self._scoped(queue) + "one-run-calls"
 
     # -- cron --------------------------------------------------------------
     def cron_def(self) -> str:

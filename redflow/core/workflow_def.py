@@ -20,6 +20,7 @@ from redflow.core.errors import RedflowError
 from redflow.core.flow import FlowControl
 from redflow.core.retention import Retention
 from redflow.core.retry import RetryPolicy
+from redflow.core.singleton import Debounce, Singleton
 
 
 class WorkflowDef(Protocol):
@@ -53,6 +54,10 @@ class WorkflowDef(Protocol):
     def retry(self) -> RetryPolicy | None: ...
     @property
     def deadlines(self) -> Deadlines: ...
+    @property
+    def singleton(self) -> Singleton | None: ...
+    @property
+    def debounce(self) -> Debounce | None: ...
     def validate(self, value: Any) -> Any: ...
 
 

@@ -8,7 +8,9 @@ exists, then created by ``enqueue_run.lua`` in the same round trip. An
 idempotency key that names a run already returns that run, unless it
 failed, was canceled or is gone: then the key is taken over (the script
 swaps it only if it still names that run), unless the request keeps
-whatever run the key names (a schedule's tick, ``step.emit_workflow``'s run). Enqueue hooks
+whatever run the key names (a schedule's tick, ``step.emit_workflow``'s run). A singleton
+key or debounce window (``core/singleton.py``) that returns another run returns it; a
+singleton's "replace" cancels the key's run and takes the key from it. Enqueue hooks
 (``core/enqueue_hooks.py``: tracing) wrap each run started by itself.
 """
 
@@ -21,7 +23,9 @@ from redflow.core import enqueue_hooks
 from redflow.core.errors import RedflowError
 from redflow.core.keys import new_id
 from redflow.core.models import RunField
+from redflow.core.singleton import REPLACED_REASON
 from redflow.store.batch import Batch
+from redflow.store.cancel import cancel_run
 from redflow.store.memory import raise_when_full
 from redflow.store.port import Store
 from redflow.store.replies import Enqueued
@@ -31,6 +35,8 @@ from redflow.store.requests import EnqueueRequest
 TAKEOVER_TRIES = 8
 #: Statuses whose run an idempotency key may be taken from (and a gone run's).
 _REPLACEABLE = ("failed", "canceled")
+#: What a singleton key or debounce window did instead of creating a run: the call's run is that one.
+_ONE_RUN = ("skipped", "collapsed")
 
 
 def new_run_id() -> str:
@@ -66,13 +72,20 @@ def _enqueue_now(store: Store, request: EnqueueRequest) -> str:
         if enqueued.created:
             return run_id
         store.locator.unlist(run_id, enqueued.run_id, children_key, now_ms)
+        if enqueued.kind in _ONE_RUN:
+            return enqueued.run_id
+        if enqueued.kind == "conflict":  # a singleton's "replace": cancel the key's run, then take the key from it
+            cancel_run(store, enqueued.run_id, reason=REPLACED_REASON)
+            request = dataclasses.replace(request, replace_from=enqueued.run_id)
+            continue
         if request.keep_existing:
             return enqueued.run_id
         existing_status = store.redis.hget(store.keys.run(enqueued.run_id, request.queue), RunField.STATUS)
         if existing_status and existing_status not in _REPLACEABLE:
             return enqueued.run_id
         replace_id = enqueued.run_id
-    raise RedflowError(f"idempotency key {request.idempotency_key!r} keeps changing hands; giving up")
+    what = f"idempotency key {request.idempotency_key!r}" if request.replace_from == "" else "singleton key"
+    raise RedflowError(f"{what} keeps changing hands; giving up")
 
 
 def add(
@@ -133,6 +146,9 @@ def enqueue_many(store: Store, requests: Iterable[EnqueueRequest], *, batch: int
     pipe = store.batch()
     sent = 0
     for request in requests:
+        if request.claim is not None:  # a singleton or debounced run: it may be another run, decided one by one
+            run_ids.append(enqueue(store, request))
+            continue
         run_id = new_run_id()
         store.locator.record(run_id, request.queue, pipe=pipe)  # before the run can be taken
         store.scripts.enqueue_run(request, run_id=run_id, created_at_ms=store.now_ms(), conn=pipe)

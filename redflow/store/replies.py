@@ -18,14 +18,18 @@ def _pairs(flat: Sequence[Any]) -> dict[str, str]:
 
 @dataclass(frozen=True, slots=True)
 class Enqueued:
-    """``enqueue_run``: the run was created, or its idempotency key named ``run_id`` already."""
+    """``enqueue_run``: the run was created, or its idempotency key named ``run_id`` already;
+    ``kind`` says which (``created``, ``existing``) or what its singleton key or debounce
+    window did: ``skipped`` (the key's run is returned), ``conflict`` (a "replace" must
+    cancel ``run_id`` first), ``collapsed`` (the call went into run ``run_id``)."""
 
     created: bool
     run_id: str
+    kind: str = "created"
 
     @classmethod
     def parse(cls, reply: Sequence[str]) -> Enqueued:
-        return cls(reply[0] == "created", reply[1])
+        return cls(reply[0] == "created", reply[1], reply[0])
 
 
 @dataclass(slots=True)  # made per run: not frozen, whose __init__ costs 3x
@@ -103,7 +107,8 @@ class Settled:
 class RetryReply:
     """``retry_run``: ``state`` is ``queued`` (a failed/canceled run is queued
     again), ``requeued`` (an unheld running run went back to ready),
-    ``not_retryable`` or ``missing``; ``previous`` is the status it had."""
+    ``not_retryable``, ``held`` (another unfinished run holds its singleton key)
+    or ``missing``; ``previous`` is the status it had."""
 
     state: str
     previous: str

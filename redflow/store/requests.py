@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from redflow.core.blobs import Stored
 from redflow.core.deadlines import NO_DEADLINES, Deadlines
 from redflow.core.models import RunField
+from redflow.core.singleton import KeyClaim
 from redflow.core.tags import tags_json
 
 #: How long an idempotency key names its run, by default (seconds).
@@ -59,10 +60,18 @@ class EnqueueRequest:
     #: Also write ``parentRunId`` = "" on a run without a parent, as the asyncio package
     #: does (compat): then whoever ends it adds its entry to its terminal stream.
     mark_parent: bool = False
+    #: Its singleton key or debounce window (``core/singleton.py``), None for neither.
+    claim: KeyClaim | None = None
+    #: A singleton "replace": the run the client canceled, which the key may be taken from.
+    replace_from: str = ""
 
     def due_ms(self, created_at_ms: int) -> int:
-        """``available_at_ms``, or the run's deadline if that comes first (see ``Deadlines.due_ms``)."""
-        return self.deadlines.due_ms(created_at_ms, self.available_at_ms) if self.deadlines.active else self.available_at_ms
+        """``available_at_ms`` (a debounced run: ``period`` from now), or the run's
+        deadline if that comes first (see ``Deadlines.due_ms``)."""
+        available = self.available_at_ms
+        if self.claim is not None and self.claim.debounced:
+            available = created_at_ms + self.claim.period_ms
+        return self.deadlines.due_ms(created_at_ms, available) if self.deadlines.active else available
 
     def hash_fields(self, created_at_ms: int) -> dict[str, str]:
         """The run-hash fields beyond the ones every client writes (redflow-gevent
@@ -80,6 +89,10 @@ class EnqueueRequest:
             extra[RunField.LIMITS_JSON] = self.limits_json
         if self.tags:
             extra[RunField.TAGS_JSON] = tags_json(self.tags)
+        if self.claim is not None:
+            debounced = self.claim.debounced
+            extra[RunField.DEBOUNCE_KEY if debounced else RunField.SINGLETON_KEY] = self.claim.redis_key
+            extra[RunField.DEBOUNCE if debounced else RunField.SINGLETON] = self.claim.summary()
         return extra
 
 

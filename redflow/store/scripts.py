@@ -92,19 +92,21 @@ class Scripts:
         """Create run ``run_id`` (``replace_id``: the run its idempotency key may be
         taken from: failed, canceled or gone). Fields beyond DATA_MODEL.md's go
         into the hash too (other clients ignore them); its tags' indexes name it."""
-        k, queue, workflow = self.keys, request.queue, request.workflow
+        k, queue, workflow, claim = self.keys, request.queue, request.workflow, request.claim
         run_key = k.run(run_id, queue)
         idempotent = request.idempotency_key is not None
         keys = [
             run_key, k.runs_created(queue), k.runs_status("queued", queue), k.runs_status("scheduled", queue),
             k.workflow_runs(workflow, queue), k.queue_ready(queue), k.queue_scheduled(queue),
             k.idempotency(workflow, request.idempotency_key, queue) if request.idempotency_key is not None else run_key,
-            k.queue_prioritized(queue), k.queue_priority_seq(queue),
+            k.queue_prioritized(queue), k.queue_priority_seq(queue), claim.redis_key if claim is not None else run_key,
+            k.one_run_calls(queue),
             *(k.tag_index_keys(workflow, request.tags, queue) if request.tags else ()),
         ]  # fmt: skip
         args: list[Any] = [
             run_id, workflow, queue, request.input_json, created_at_ms, request.due_ms(created_at_ms), request.max_attempts,
             "1" if idempotent else "0", request.idempotency_ttl_s, replace_id, request.parent_run_id, *(request.input_blob or ("", "")),
+            *((claim.mode, request.replace_from, claim.period_ms, claim.max_wait_ms) if claim is not None else ("", "", 0, 0)),
         ]  # fmt: skip
         args += [part for pair in request.hash_fields(created_at_ms).items() for part in pair]
         return self._call("enqueue_run", keys, args, conn, Enqueued.parse)

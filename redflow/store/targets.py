@@ -30,6 +30,7 @@ from redflow.core.interop import NONE, Interop
 from redflow.core.json_schema import JsonSchema, json_form
 from redflow.core.keys import Keys
 from redflow.core.models import RunField, WorkflowField, max_attempts_of
+from redflow.core.singleton import DEBOUNCE, Debounce, KeyClaim, Singleton, delayed_debounce, key_value, of_metadata
 from redflow.core.workflow_def import Registry, WorkflowDef, get_default_registry
 from redflow.store.payloads import Payloads
 from redflow.store.requests import IDEMPOTENCY_TTL_S, EnqueueRequest
@@ -61,6 +62,8 @@ class Target:
     schema: JsonSchema | None = None
     deadlines: Deadlines = NO_DEADLINES
     app: str | None = None
+    #: its singleton or debounce (``core/singleton.py``), from the workflow or its metadata
+    one_run: Singleton | Debounce | None = None
 
 
 class Targets:
@@ -93,7 +96,10 @@ class Targets:
     def _of(self, workflow: WorkflowDef) -> Target:
         """A workflow known here: its queue scoped by this client's app name, if any."""
         queue = self.interop.queue(workflow.queue)
-        return Target(workflow.name, queue, workflow.max_attempts, workflow, deadlines=workflow.deadlines, app=self.interop.app)
+        one_run = workflow.singleton or workflow.debounce
+        return Target(
+            workflow.name, queue, workflow.max_attempts, workflow, deadlines=workflow.deadlines, app=self.interop.app, one_run=one_run
+        )
 
     def _local(self, name: str) -> WorkflowDef | None:
         if self.registry is not None and name in self.registry:
@@ -111,8 +117,10 @@ class Targets:
         if cached is not None and now_s - cached[0] < self.meta_ttl_s:
             return cached[1]
         read = [WorkflowField.QUEUE, WorkflowField.MAX_ATTEMPTS, WorkflowField.START_WITHIN_MS, WorkflowField.TIMEOUT_MS]
-        read += [WorkflowField.INPUT_SCHEMA_JSON, WorkflowField.INPUT_SCHEMA_CHECK, WorkflowField.APP]
-        queue, max_attempts, start_within_ms, timeout_ms, schema_json, schema_check, app = self.redis.hmget(self.keys.workflow(name), read)
+        read += [WorkflowField.INPUT_SCHEMA_JSON, WorkflowField.INPUT_SCHEMA_CHECK, WorkflowField.APP, WorkflowField.ONE_RUN_JSON]
+        queue, max_attempts, start_within_ms, timeout_ms, schema_json, schema_check, app, one_run = self.redis.hmget(
+            self.keys.workflow(name), read
+        )
         if not queue:
             self._synced.pop(name, None)
             raise unknown_workflow(self.redis, self.keys, name, self._local_names())
@@ -122,7 +130,7 @@ class Targets:
         schema = schema_from_metadata(schema_json, schema_check)
         app = app or self.interop.app  # the app the metadata names wins, as in the asyncio package
         queue = scope_queue(app, queue) if app else queue
-        target = Target(name, queue, max_attempts_of(fields, what=what), None, schema, deadlines, app)
+        target = Target(name, queue, max_attempts_of(fields, what=what), None, schema, deadlines, app, of_metadata(one_run, name))
         self._synced[name] = (now_s, target)
         return target
 
@@ -158,6 +166,8 @@ class Targets:
         if key is not None and (not isinstance(key, str) or not key):
             raise RedflowError("idempotency_key must be a non-empty string")
         queue = (scope_queue(target.app, queue) if target.app else queue) if queue else target.queue
+        if not options.get("notify_parent"):  # a run_workflows child is its parent's own: never another run
+            options["claim"] = self._claim(target, queue, value, options.get("available_at_ms", 0))
         stored = self.payloads.stored(input_json)
         return EnqueueRequest(
             target.name,
@@ -171,6 +181,20 @@ class Targets:
             mark_parent=self.interop.mark_parent,
             **options,
         )
+
+    def _claim(self, target: Target, queue: str, value: Any, available_at_ms: int) -> KeyClaim | None:
+        """The run's singleton key or debounce window (``core/singleton.py``), None for neither."""
+        policy = target.one_run
+        if policy is None:
+            return None
+        if isinstance(policy, Singleton):
+            key = key_value(policy.key, value, workflow=target.name, what="singleton")
+            return KeyClaim(policy.on_conflict, self.keys.singleton(target.name, key, queue))
+        debounce = policy
+        if available_at_ms:
+            raise delayed_debounce(target.name)
+        key = key_value(debounce.key, value, workflow=target.name, what="debounce")
+        return KeyClaim(DEBOUNCE, self.keys.debounce(target.name, key, queue), debounce.period_ms, debounce.max_wait_ms)
 
     def _limits_json(self, target: Target, queue: str, value: Any) -> str:
         """The limits the workflow puts on a run (computed here when the workflow is

@@ -11,13 +11,12 @@ moves the clock on; a signal wait takes one :meth:`InlineRunner.signal` sent
 (also before it waited); a ``run_workflows`` parent resumes when its last
 child ends. ``emit_workflow``'s runs run at once, as children do.
 
-Retries and deadlines use the same clock: a retry's wait (the workflow's
-policy, as a worker decides it) and a step's wait between tries are
-fast-forwarded like sleeps; a ``delay=`` run (or a scheduled event's) starts
-when :meth:`InlineRunner.advance` reaches its due time, or fails with
-``DeadlineExceededError`` when that is past its ``start_within``; its
-``timeout`` is checked at each step, retry and wait, and a parked run whose
-deadline the clock passes fails then, its unfinished children canceled.
+Retries, deadlines, singleton and debounce (``inline_keys.py``) use the same
+clock: a retry's wait and a step's wait between tries are fast-forwarded like
+sleeps; a ``delay=`` or debounced run starts when :meth:`InlineRunner.advance`
+reaches its due time, or fails with ``DeadlineExceededError`` past its
+``start_within``; ``timeout`` is checked at each step, retry and wait, and a
+parked run whose deadline passes fails then, its unfinished children canceled.
 """
 
 from __future__ import annotations
@@ -49,6 +48,7 @@ from redflow.engine.waits import ParkRequest
 from redflow.store.payloads import PLAIN
 from redflow.store.replies import StepSaved
 from redflow.store.requests import SignalTake
+from redflow.testing.inline_keys import InlineKeys
 from redflow.testing.inline_runs import UNFINISHED, InlineEvent, InlineRun
 from redflow.testing.inline_signals import SignalBuffers
 
@@ -69,17 +69,9 @@ class _InlineClient:
         self._current = current
 
     def run(
-        self,
-        workflow: WorkflowDef | str,
-        input: Any = None,
-        *,
-        idempotency_key: str | None = None,
-        max_attempts: int | None = None,
-        parent_run_id: str | None = None,
-        delay: float | None = None,
-        run_at: float | None = None,
-        **_options: Any,
-    ) -> InlineRun:
+        self, workflow: WorkflowDef | str, input: Any = None, *, idempotency_key: str | None = None, max_attempts: int | None = None,
+        parent_run_id: str | None = None, delay: float | None = None, run_at: float | None = None, **_options: Any,
+    ) -> InlineRun:  # fmt: skip
         """``client.run``: a run with ``delay`` or ``run_at`` waits for :meth:`InlineRunner.advance`; ``queue`` is ignored."""
         return self._runner.start(
             workflow, input, idempotency_key=idempotency_key, max_attempts=max_attempts, parent=self._current, delay=delay, at=run_at
@@ -153,7 +145,11 @@ class _InlineAttempt:
         runner, name = self._runner, self._runner.resolve(workflow).name
         return [
             runner.start(
-                workflow, value, idempotency_key=step_workflows_idempotency_key(self.run_id, step, name, index), parent=self._run
+                workflow,
+                value,
+                idempotency_key=step_workflows_idempotency_key(self.run_id, step, name, index),
+                parent=self._run,
+                one_run=False,
             ).id
             for index, value in enumerate(inputs)
         ]
@@ -187,10 +183,10 @@ def _as_step_host(attempt: _InlineAttempt) -> StepHost:
 class InlineRunner:
     """Runs workflows inline; keeps every run it made in ``runs`` (children and event runs too).
 
-    Workflow names resolve in ``registry`` (default: the default registry).
-    Idempotency keys work as with Redis: the same key gives the same run,
-    unless that run failed or was canceled. Retries, delays, deadlines and
-    durable waits run on the runner's clock: see the module's docstring."""
+    Workflow names resolve in ``registry`` (default: the default registry). Idempotency keys
+    work as with Redis: the same key gives the same run, unless that run failed or was
+    canceled. Retries, delays, deadlines, singleton, debounce and durable waits run on the
+    runner's clock: see the module's docstring."""
 
     def __init__(self, registry: Registry | None = None) -> None:
         self.registry = registry if registry is not None else get_default_registry()
@@ -199,6 +195,7 @@ class InlineRunner:
         self.event_waits: dict[str, tuple[str, EventWaiter]] = {}
         self.signals = SignalBuffers()  # sent by signal(), not taken yet
         self._keys: dict[tuple[str, str], str] = {}
+        self.one_run = InlineKeys()
         self._ahead_ms = 0
         self._scheduled_events: list[tuple[float, str, str]] = []  # (fire ms, event, payload JSON)
 
@@ -229,18 +226,12 @@ class InlineRunner:
         return found
 
     def start(
-        self,
-        workflow: WorkflowDef | str,
-        input: Any = None,
-        *,
-        idempotency_key: str | None = None,
-        max_attempts: int | None = None,
-        parent: InlineRun | None = None,
-        at: float | None = None,
-        delay: float | None = None,
-    ) -> InlineRun:
-        """Create a run (as ``client.run`` would: input validated, JSON only) and run it, unless it
-        is due later (unix time ``at`` or ``delay`` seconds): then :meth:`advance` starts it."""
+        self, workflow: WorkflowDef | str, input: Any = None, *, idempotency_key: str | None = None, max_attempts: int | None = None,
+        parent: InlineRun | None = None, at: float | None = None, delay: float | None = None, one_run: bool = True,
+    ) -> InlineRun:  # fmt: skip
+        """Create a run (as ``client.run`` would: input validated, JSON only; a singleton's or a
+        debounce's run, ``one_run``: not a ``run_workflows`` child, ``inline_keys.py``) and run it,
+        unless due later (unix time ``at`` or ``delay`` seconds): then :meth:`advance` starts it."""
         wf = self.resolve(workflow)
         if max_attempts is not None and (not isinstance(max_attempts, int) or max_attempts < 1):
             raise RedflowError("max_attempts must be an int >= 1")
@@ -248,16 +239,23 @@ class InlineRunner:
         existing = self.runs.get(self._keys.get(key, "")) if key else None
         if existing is not None and existing.status not in ("failed", "canceled"):
             return existing
-        input_json = PLAIN.input_json(wf.validate(input), wf.name)
-        run = InlineRun(f"run_{uuid.uuid4()}", wf.name, codec.loads(input_json), max_attempts or wf.max_attempts)
+        value, created_ms = wf.validate(input), self.now_ms()
+        input_json = PLAIN.input_json(value, wf.name)
+        one_key = self.one_run.key_of(wf, value) if one_run else None  # a singleton or debounce key
+        held = (
+            None if one_key is None else self.one_run.existing(wf, one_key, codec.loads(input_json), created_ms, delayed=bool(at or delay))
+        )
+        if held is not None:
+            return held
+        run = InlineRun(f"run_{uuid.uuid4()}", wf.name, codec.loads(input_json), max_attempts or wf.max_attempts, created_ms=created_ms)
         self.runs[run.id] = run
         if key:
             self._keys[key] = run.id
         if parent is not None:
             parent.children.append(run)
             run.parent_id = parent.id
-        created_ms = self.now_ms()
-        due_ms = int(at * 1000) if at is not None else created_ms + int(delay * 1000) if delay else 0
+        debounce_ms = self.one_run.hold(wf, one_key, run) if one_key is not None else 0
+        due_ms = int(at * 1000) if at is not None else created_ms + int((delay or 0) * 1000 or debounce_ms)
         due_ms = wf.deadlines.due_ms(created_ms, due_ms)
         run.start_by_ms, run.deadline_ms = wf.deadlines.times(created_ms, due_ms)
         if due_ms > created_ms:

@@ -52,6 +52,10 @@ class InlineRun:
     deadline_ms: int | None = None
     #: The wait before each retry, in ms (the runner's clock moved on by each).
     retry_delays_ms: list[int] = field(default_factory=list)
+    #: When it was created (the runner's clock, ms); how many calls a singleton skipped into it, or a debounce collapsed.
+    created_ms: int = 0
+    skipped_calls: int = 0
+    collapsed_calls: int = 0
 
     @property
     def steps(self) -> list[Step]:

@@ -95,6 +95,17 @@ class RunField:
     TIMEOUT_MS = "timeoutMs"
     #: Which deadline ended the run (``start`` | ``timeout``), written as it is failed for it.
     DEADLINE_EXCEEDED = "deadlineExceeded"
+    # singleton and debounce (redflow-gevent extension; see redflow/core/singleton.py)
+    #: The Redis key of its singleton key (it holds the run's id while the run is unfinished), and on_conflict.
+    SINGLETON_KEY = "singletonKey"
+    SINGLETON = "singleton"
+    #: The Redis key of its debounce window (it names the run while the run is still scheduled),
+    #: and the policy as ``<period ms>:<max wait ms or "">``.
+    DEBOUNCE_KEY = "debounceKey"
+    DEBOUNCE = "debounce"
+    #: How many client.run calls found the run holding its singleton key (skipped), or collapsed into it.
+    SKIPPED_CALLS = "skippedCalls"
+    COLLAPSED_CALLS = "collapsedCalls"
 
 
 #: The run fields that hold payloads, which may be ``@blob:`` references (core/blobs.py).
@@ -127,6 +138,8 @@ class WorkflowField:
     #: its deadlines in ms, which a client enqueueing it by name applies too
     START_WITHIN_MS = "startWithinMs"
     TIMEOUT_MS = "timeoutMs"
+    #: its singleton or debounce (``core/singleton.py``'s ``metadata_json``), which a client enqueueing it by name applies
+    ONE_RUN_JSON = "oneRunJson"
     #: the app name of the worker that synced it (the asyncio package's, 0.0.8 and later):
     #: its ``queue`` is scoped by it (``shop:default``, core/app_scope.py's scope_queue)
     APP = "app"
@@ -196,6 +209,11 @@ class Run:
     deadline_at: float | None = None
     #: ``start`` or ``timeout`` when it ended failed by that deadline.
     deadline_exceeded: str | None = None
+    #: Its singleton's on_conflict, or its debounce as ``<period ms>:<max wait ms>``; calls skipped or collapsed into it.
+    singleton: str | None = None
+    debounce: str | None = None
+    skipped_calls: int = 0
+    collapsed_calls: int = 0
 
     @property
     def is_terminal(self) -> bool:
@@ -255,6 +273,10 @@ class Run:
             start_by=ms(RunField.START_BY),
             deadline_at=ms(RunField.DEADLINE_AT),
             deadline_exceeded=fields.get(RunField.DEADLINE_EXCEEDED) or None,
+            singleton=fields.get(RunField.SINGLETON) or None,
+            debounce=fields.get(RunField.DEBOUNCE) or None,
+            skipped_calls=int_field(fields, RunField.SKIPPED_CALLS, what=what, default=0) or 0,
+            collapsed_calls=int_field(fields, RunField.COLLAPSED_CALLS, what=what, default=0) or 0,
         )
 
 

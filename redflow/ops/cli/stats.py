@@ -19,11 +19,23 @@ def _stats(client: RedflowClient, args: argparse.Namespace) -> int:
     window_s = parse_window(args.window)
     stats = workflow_stats(client, window_s, max_runs=args.max_runs, workflows=[args.workflow] if args.workflow else None)
     rows = [
-        (s.workflow + ("*" if s.partial else ""), s.runs, *(s.counts[st] for st in RUN_STATUSES), s.expired, fmt_rate(s.success_rate),
+        (s.workflow + ("*" if s.partial else ""), s.runs, *(s.counts[st] for st in RUN_STATUSES), s.expired, s.skipped, s.collapsed,
+         fmt_rate(s.success_rate),
          fmt_optional_s(s.p50_s), fmt_optional_s(s.p95_s), fmt_error(s.latest_error) if s.latest_error else "-")
         for s in stats
     ]  # fmt: skip
-    headers = ("WORKFLOW", "RUNS", *(st.upper() for st in RUN_STATUSES), "EXPIRED", "SUCCESS", "P50", "P95", "LATEST ERROR")
+    headers = (
+        "WORKFLOW",
+        "RUNS",
+        *(st.upper() for st in RUN_STATUSES),
+        "EXPIRED",
+        "SKIPPED",
+        "COLLAPSED",
+        "SUCCESS",
+        "P50",
+        "P95",
+        "LATEST ERROR",
+    )
     text = format_table(headers, rows) if stats else "(no workflows)"
     partial = [s for s in stats if s.partial]
     if partial:

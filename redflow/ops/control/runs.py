@@ -41,8 +41,10 @@ def retry_run(client: RedflowClient, run_id: str) -> ActionResult:
         return ActionResult(run_id, False, None, f"no run {run_id}")
     if not done:
         why = (
-            "a live worker holds it" if run.status == "running" else "only failed or canceled runs, or running runs no worker holds, retry"
-        )
+            "a live worker holds it" if run.status == "running"
+            else "another unfinished run holds its singleton key" if run.singleton and run.status in ("failed", "canceled")
+            else "only failed or canceled runs, or running runs no worker holds, retry"
+        )  # fmt: skip
         return ActionResult(run_id, False, run.status, f"not retried: the run is {run.status} ({why})")
     return ActionResult(run_id, True, run.status, "queued again; its succeeded steps will replay")
 

@@ -129,14 +129,15 @@ class Pages:
         stats = workflow_stats(self.client, parse_window(window))
         rows = [
             [f'<a href="{h(base)}/?workflow={h(s.workflow)}">{h(s.workflow)}</a>{"*" if s.partial else ""}', h(f"{s.runs:,}"),
-             *(h(n) if n else '<span class="muted">0</span>' for n in (*(s.counts[st] for st in RUN_STATUSES), s.expired)),
+             *(h(n) if n else '<span class="muted">0</span>'
+               for n in (*(s.counts[st] for st in RUN_STATUSES), s.expired, s.skipped, s.collapsed)),
              h(fmt_rate(s.success_rate)), h(fmt_optional_s(s.p50_s)), h(fmt_optional_s(s.p95_s)),
              f'{run_link(base, s.latest_error_run, short=True)}<br><span class="error-text">{h(fmt_error(s.latest_error))}</span>'
              if s.latest_error_run else '<span class="muted">-</span>']
             for s in stats
         ]  # fmt: skip
-        headers = ("workflow", "runs", *RUN_STATUSES, "expired", "success", "p50", "p95", "latest error")
-        numeric = tuple(range(1, 2 + len(RUN_STATUSES) + 4))
+        headers = ("workflow", "runs", *RUN_STATUSES, "expired", "skipped", "collapsed", "success", "p50", "p95", "latest error")
+        numeric = tuple(range(1, 2 + len(RUN_STATUSES) + 6))
         partial = any(s.partial for s in stats)
         note = f'<p class="muted">* figures from the newest {DEFAULT_MAX_RUNS:,} runs of the window.</p>' if partial else ""
         return self._render(

@@ -6,7 +6,9 @@ workers in one process never clash. Counters and histograms move on the
 worker's hot path (a label lookup and an increment each, nothing that waits); the
 in-flight gauge is read from ``worker.in_flight`` only when scraped, and so
 are the flow-control gauges (runs running / limit / held per workflow with
-limits, two Redis round trips per scrape).
+limits, two Redis round trips per scrape) and the counts of ``client.run``
+calls a singleton skipped or a debounce collapsed (any client's: one round
+trip per scrape, for a worker that has such workflows).
 
 Step durations are labelled by workflow and status, not by step name:
 names like ``f"part-{i}"`` would give every run its own series.
@@ -23,7 +25,7 @@ from redis.exceptions import RedisError
 
 try:
     from prometheus_client import CollectorRegistry, Counter, Histogram, make_wsgi_app
-    from prometheus_client.core import GaugeMetricFamily
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
     from prometheus_client.registry import Collector
 except ImportError as exc:  # an optional dependency: say how to get it
     raise ImportError("redflow metrics need prometheus_client: pip install 'redflow-gevent[metrics]'") from exc
@@ -31,6 +33,7 @@ except ImportError as exc:  # an optional dependency: say how to get it
 from redflow.core.errors import RedflowError
 from redflow.engine.observers import AttemptReport, WorkerObserver
 from redflow.ops.views.flow import flow_rows
+from redflow.ops.views.stats import one_run_calls
 from redflow.ops.views.workers import STATES, list_workers, totals
 from redflow.ops.wsgi_server import start_wsgi_server
 
@@ -130,6 +133,37 @@ class _FlowCollector(Collector):
         yield held
 
 
+class _OneRunCollector(Collector):
+    """Calls of ``client.run`` (by any client) that a singleton skipped or a debounce
+    collapsed into a run already there, per workflow of the attached worker that has one."""
+
+    def __init__(self, observer: MetricsObserver) -> None:
+        self._observer = observer
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        skipped = CounterMetricFamily(
+            "redflow_runs_skipped", "client.run calls a singleton skipped: they returned the key's unfinished run.", labels=["workflow"]
+        )
+        collapsed = CounterMetricFamily(
+            "redflow_runs_collapsed",
+            "client.run calls a debounce collapsed into the run still scheduled for their key.",
+            labels=["workflow"],
+        )
+        worker = self._observer.worker
+        names = [wf.name for wf in worker.registry.list() if wf.singleton or wf.debounce] if worker is not None else []
+        if names and worker is not None:
+            try:
+                calls = one_run_calls(worker.client)
+            except RedisError as exc:  # a scrape must still answer
+                log.warning("metrics: could not read the skipped and collapsed calls (%s)", exc)
+                calls = {}
+            for name in names:
+                skipped.add_metric([name], calls.get((name, "skipped"), 0))
+                collapsed.add_metric([name], calls.get((name, "collapsed"), 0))
+        yield skipped
+        yield collapsed
+
+
 class MetricsObserver(WorkerObserver):
     """Turns worker events into Prometheus metrics; pass it to ``start_worker(observers=[...])``."""
 
@@ -168,6 +202,7 @@ class MetricsObserver(WorkerObserver):
         reg.register(_SlotsCollector(self))
         reg.register(_RegistryCollector(self))
         reg.register(_FlowCollector(self))
+        reg.register(_OneRunCollector(self))
 
     def attach(self, worker: Worker) -> MetricsObserver:
         """Read in-flight slots from ``worker`` at scrape time."""

@@ -1,4 +1,4 @@
-"""A run's retry policy and deadlines as operators see them: ``redflow-gevent
+"""A run's retry policy, deadlines, singleton or debounce as operators see them: ``redflow-gevent
 runs show`` and the dashboard's run page, so that both say the same thing.
 
 The attempts, the next retry time and the deadlines come with the run (its
@@ -17,6 +17,7 @@ from redflow.client import RedflowClient
 from redflow.core import codec
 from redflow.core.models import Run, WorkflowField
 from redflow.core.retry import RETRY_BASE_MS, RETRY_CAP_MS, RETRY_JITTER_MS
+from redflow.core.singleton import policy_fact
 from redflow.ops.format import fmt_seconds, fmt_time
 
 #: What a run of a workflow that syncs no ``retryJson`` retries by (DATA_MODEL.md's backoff).
@@ -37,6 +38,8 @@ class RunPolicy:
     start_by: float | None
     deadline_at: float | None
     expired: str | None
+    #: its singleton or debounce, as (name, words), and the calls skipped or collapsed into it
+    one_run: tuple[str, str] | None = None
 
 
 def describe_policy(summary: Mapping[str, Any] | None) -> str:
@@ -65,6 +68,7 @@ def run_policy(client: RedflowClient, run: Run) -> RunPolicy:
         start_by=run.start_by,
         deadline_at=run.deadline_at,
         expired=run.deadline_exceeded,
+        one_run=policy_fact(run.singleton, run.debounce, run.skipped_calls, run.collapsed_calls),
     )
 
 
@@ -75,6 +79,8 @@ def policy_facts(policy: RunPolicy, status: str) -> list[tuple[str, str]]:
         facts.append(("next try", fmt_time(policy.next_retry_at)))
     if policy.start_by is not None or policy.deadline_at is not None:
         facts.append(("deadline", describe_deadlines(policy, status)))
+    if policy.one_run is not None:
+        facts.append(policy.one_run)
     return facts
 
 

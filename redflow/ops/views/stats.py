@@ -7,8 +7,10 @@ success rate (succeeded / (succeeded + failed); canceled runs count in
 neither), the p50 and p95 run duration (finishedAt - startedAt of the
 finished runs that started, nearest-rank: always a duration some run took)
 the error of the run that failed last, and how many of the failed runs a
-deadline failed (``expired``: ``start_within`` or ``timeout``). When the window holds more runs
-than are read, the figures say so (``sampled < runs``).
+deadline failed (``expired``: ``start_within`` or ``timeout``), and how many ``client.run``
+calls a singleton skipped into them (``skipped``) or a debounce collapsed into them
+(``collapsed``). When the window holds more runs than are read, the figures say so
+(``sampled < runs``). :func:`one_run_calls`: those calls since the prefix began (metrics).
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ DEFAULT_MAX_RUNS = 5000
 MAX_WINDOW_S = 366 * 86400
 _WINDOW = re.compile(r"(\d{1,6})([smhd])")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-_FIELDS = (RunField.STATUS, RunField.CREATED_AT, RunField.STARTED_AT, RunField.FINISHED_AT, RunField.DEADLINE_EXCEEDED)
+_FIELDS = (RunField.STATUS, RunField.CREATED_AT, RunField.STARTED_AT, RunField.FINISHED_AT, RunField.DEADLINE_EXCEEDED,
+           RunField.SKIPPED_CALLS, RunField.COLLAPSED_CALLS)  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -50,6 +53,9 @@ class WorkflowStats:
     latest_error_run: str | None
     #: failed runs a deadline failed (start_within, timeout)
     expired: int = 0
+    #: client.run calls a singleton skipped into these runs, or a debounce collapsed into them
+    skipped: int = 0
+    collapsed: int = 0
 
     @property
     def partial(self) -> bool:
@@ -118,11 +124,13 @@ def _figures(name: str, total: int, runs: list[dict[str, str]]) -> WorkflowStats
     counts = dict.fromkeys(RUN_STATUSES, 0)
     durations_ms: list[int] = []
     latest_failed: tuple[int, str] | None = None
-    expired = 0
+    expired = skipped = collapsed = 0
     for run in runs:
         status = run[RunField.STATUS]
         counts[status] = counts.get(status, 0) + 1
         expired += status == "failed" and bool(run.get(RunField.DEADLINE_EXCEEDED))
+        skipped += _ms(run, RunField.SKIPPED_CALLS) or 0
+        collapsed += _ms(run, RunField.COLLAPSED_CALLS) or 0
         started, finished = _ms(run, RunField.STARTED_AT), _ms(run, RunField.FINISHED_AT)
         if status in TERMINAL_STATUSES and started and finished:
             durations_ms.append(max(0, finished - started))
@@ -135,11 +143,12 @@ def _figures(name: str, total: int, runs: list[dict[str, str]]) -> WorkflowStats
         success_rate=counts["succeeded"] / ended if ended else None,
         p50_s=None if p50 is None else p50 / 1000.0, p95_s=None if p95 is None else p95 / 1000.0,
         latest_error=None, latest_error_run=latest_failed[1] if latest_failed else None, expired=expired,
+        skipped=skipped, collapsed=collapsed,
     )  # fmt: skip
 
 
 def _ms(run: dict[str, str], name: str) -> int | None:
-    """A time field of a run; one that does not parse counts as missing (one bad run must not hide the figures)."""
+    """A time (or count) field of a run; one that does not parse counts as missing (one bad run must not hide the figures)."""
     try:
         return int_field(run, name, what=f"run {run['id']}")
     except CorruptDataError:
@@ -159,3 +168,18 @@ def _with_errors(client: RedflowClient, stats: list[WorkflowStats], queues: dict
         error = codec.try_loads(raw) if raw else None
         errors[s.workflow] = error if isinstance(error, dict) else {"message": str(raw or "")[:200]}
     return [dataclasses.replace(s, latest_error=errors.get(s.workflow)) for s in stats]
+
+
+def one_run_calls(client: RedflowClient) -> dict[tuple[str, str], int]:
+    """``{(workflow, "skipped" | "collapsed"): calls}``: every ``client.run`` call a singleton
+    skipped or a debounce collapsed since the prefix began (``Keys.one_run_calls``, one hash per queue)."""
+    pipe = client.redis.pipeline(transaction=False)
+    for queue in index_queues(client):
+        pipe.hgetall(client.keys.one_run_calls(queue))
+    calls: dict[tuple[str, str], int] = {}
+    for counts in pipe.execute():
+        for field, raw in counts.items():
+            workflow, _, kind = field.rpartition(":")
+            if kind in ("skipped", "collapsed") and str(raw).isdigit():
+                calls[(workflow, kind)] = calls.get((workflow, kind), 0) + int(raw)
+    return calls

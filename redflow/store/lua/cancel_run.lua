@@ -1,11 +1,12 @@
--- cancel_run (needs status.lua, finalize.lua, terminal_index.lua, limits.lua): a client's cancel.
+-- cancel_run (needs status.lua, finalize.lua, terminal_index.lua, limits.lua, one_per_key.lua): a client's cancel.
 -- A queued or scheduled run is canceled at once, and so is a running one
 -- whose lease is gone (nobody is executing it: its worker died or stalled;
 -- a stalled one is refused at its next write). A running run whose lease is
 -- held gets cancelRequestedAt, and its worker stops it. A run canceled at
 -- once leaves the prioritized zset, a held list, or (running) gives its
 -- units back (limits.lua), and its end is announced to its stream's readers (finalize.lua),
--- and in its terminal stream if it has a ``parentRunId`` field (finalize.lua's tell_terminal).
+-- and in its terminal stream if it has a ``parentRunId`` field (finalize.lua's tell_terminal);
+-- it lets go of its singleton key or debounce window (one_per_key.lua).
 -- KEYS: run, the six status zsets, done, queue scheduled, lease, queue processing, queue prioritized,
 --       then the run's failed / canceled index pairs (terminal_index.lua)
 -- ARGV: run id, now ms, reason, errorJson, wake ttl ms, run key prefix
@@ -16,7 +17,7 @@ local done_key, queue_scheduled_key, lease_key, processing_key, prioritized_key 
 local run_id, now, reason, error_json, wake_ttl, run_prefix = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 
 local run = redis.call("hmget", run_key, "status", "waiters", "priority", "limitsJson", "heldBy", "streamEnabled", "streamActivePass",
-  "parentRunId")
+  "parentRunId", "singletonKey", "debounceKey")
 local prev, waiters = run[1], run[2]
 if not prev then
   return "missing"
@@ -42,6 +43,8 @@ if prev == "queued" or prev == "scheduled" or unheld then
   if run[4] then
     flow_cancel(prev, run[4], run[5], run_id, run_prefix)
   end
+  let_go(run[9], run_id)
+  let_go(run[10], run_id)
   return "canceled"
 end
 return "requested"

@@ -1,4 +1,4 @@
--- purge_run (needs status.lua): delete one finished run whole, in one call,
+-- purge_run (needs status.lua, one_per_key.lua): delete one finished run whole, in one call,
 -- so that any reader (this package, the TypeScript client, the asyncio one)
 -- sees the run complete or absent. The run must still be terminal, and be
 -- the one the caller saw (same status, finishedAt and workflow): a run
@@ -21,7 +21,7 @@ local run_key = KEYS[1]
 local own_keys = {unpack(KEYS, 1, own_count)}
 local index_keys = {unpack(KEYS, own_count + 1)}
 
-local run = redis.call("hmget", run_key, "status", "finishedAt", "workflow", "streamMaxPass")
+local run = redis.call("hmget", run_key, "status", "finishedAt", "workflow", "streamMaxPass", "singletonKey", "debounceKey")
 local status, finished_at, workflow = run[1], run[2], run[3]
 local outcome = "missing"
 if status then
@@ -42,6 +42,8 @@ for pass = 2, math.min(tonumber(run[4]) or 1, 1000) do
   own_keys[#own_keys + 1] = run_key .. ":stream:pass:" .. pass
 end
 redis.call("del", unpack(own_keys))
+let_go(run[5], run_id)  -- a key or window a run ended by another client's worker may still name
+let_go(run[6], run_id)
 for _, index_key in ipairs(index_keys) do
   redis.call("zrem", index_key, run_id)
 end

@@ -9,12 +9,14 @@
 -- (startWithinMs, timeoutMs: deadlines.py) gets them afresh, counted from
 -- now, as it gets fresh attempts. Its terminal stream (finalize.lua's
 -- tell_terminal) goes too: a waiter of the asyncio package reads it from
--- the start, and would take the old end for the new one.
+-- the start, and would take the old end for the new one. A singleton run takes its key
+-- again (it is unfinished again), unless another unfinished run holds it: then the
+-- retry is refused ("held"), as the key allows one unfinished run.
 -- KEYS: run, the six status zsets, queue ready, done, lease, queue processing,
 --       queue prioritized, queue priority sequence,
 --       then the run's failed / canceled index pairs (terminal_index.lua), which it leaves
 -- ARGV: run id, now ms
--- Returns {"queued" | "requeued" | "not_retryable" | "missing", previous status}
+-- Returns {"queued" | "requeued" | "not_retryable" | "held" | "missing", previous status}
 -- ("not_retryable" with "running" means a live worker holds the run).
 local run_key = KEYS[1]
 local index = status_keys(2)
@@ -34,6 +36,17 @@ if prev == "running" and redis.call("exists", lease_key) == 0 then
 end
 if prev ~= "failed" and prev ~= "canceled" then
   return {"not_retryable", prev}
+end
+local singleton_key = redis.call("hget", run_key, "singletonKey")
+if singleton_key then
+  local holder = redis.call("get", singleton_key)
+  if holder and holder ~= run_id then
+    local status = redis.call("hget", string.sub(run_key, 1, #run_key - #run_id) .. holder, "status")
+    if status and not TERMINAL[status] then
+      return {"held", prev}
+    end
+  end
+  redis.call("set", singleton_key, run_id)
 end
 local attempt = tonumber(redis.call("hget", run_key, "attempt")) or 0
 local budget = tonumber(redis.call("hget", run_key, "maxAttempts")) or 1

@@ -1,5 +1,5 @@
 -- settle_run (needs status.lua, finalize.lua, terminal_index.lua, waits.lua, limits.lua, priority.lua,
--- start.lua, claim.lua): end one attempt,
+-- start.lua, claim.lua, one_per_key.lua): end one attempt,
 -- and (with a next token) claim and start the next run of the same queue in
 -- the same call, so that a busy slot costs one round trip per run.
 -- Ending: finalize (succeeded / failed / canceled), schedule a retry or park
@@ -15,7 +15,8 @@
 -- A finished run with a ``parentRunId`` field also gets its terminal stream
 -- entry, for the asyncio package's waiters (finalize.lua's tell_terminal).
 -- A run with limits gives its units back as it leaves running (limits.lua),
--- and the next run is claimed past runs a limit holds back (claim.lua).
+-- and the next run is claimed past runs a limit holds back (claim.lua). A run that ends
+-- lets go of its singleton key (one_per_key.lua).
 -- KEYS: run, then the run's failed / canceled index pairs (terminal_index.lua; written only when it ends so)
 -- ARGV: run id, status (succeeded|failed|canceled|scheduled|parked), now ms,
 --       outputJson, errorJson, lease token, wake ttl ms, retry at ms,
@@ -45,7 +46,7 @@ local processing_key = queue_prefix .. "processing"
 local final
 repeat
   local run = redis.call("hmget", run_key, "status", "cancelRequestedAt", "leaseToken", "waiters", "limitsJson",
-    "streamEnabled", "streamActivePass", "streamPosition", "parentRunId")
+    "streamEnabled", "streamActivePass", "streamPosition", "parentRunId", "singletonKey")
   local prev, cancel_at, fence, waiters = run[1], run[2], run[3], run[4]
   if not prev then
     redis.call("lrem", processing_key, -1, run_id)
@@ -95,6 +96,7 @@ repeat
   announce_end(run_key, run[6], run[7], final, now)
   tell_terminal(run_key, run[9], final, now, wake_ttl)
   wake_waiters(waiters and run_key .. ":done", waiters, wake_ttl)  -- the key's name is made only for a waited-on run
+  let_go(run[10], run_id)
 until true
 
 if next_token == "" then
