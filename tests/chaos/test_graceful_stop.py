@@ -23,7 +23,9 @@ def test_sigterm_lets_500_runs_in_flight_finish_claims_nothing_new_and_exits_0_w
     engine, er, chaos_client, workers, side, witness, report
 ):
     keys = chaos_client.keys
-    worker = workers.spawn(engine.url, "--grace", str(GRACE_S), concurrency=500)
+    # 5 s leases: 500 runs starting at once starve a keeper on a loaded machine, and a lost lease
+    # would run a run's step b again (never exactly 500 inside it) or finalize it elsewhere.
+    worker = workers.spawn(engine.url, "--grace", str(GRACE_S), concurrency=500, lease_ms=5000)
     in_flight = [h.id for h in chaos_client.run_many("journey", [{"hold": "step", "hold_s": 3.0}] * 500)]
     waiting = [h.id for h in chaos_client.run_many("journey", [{}] * 200)]  # FIFO: behind the 500
     wait_until(lambda: len(side.steps("b")) == 500, timeout=60, interval=0.1, message="500 runs inside step b")

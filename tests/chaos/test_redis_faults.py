@@ -90,6 +90,8 @@ def test_dropped_connections_are_reopened_without_restarting_the_worker_and_ever
     killed = []
     for _ in range(10):  # bounded: ten rounds, 0.3 s apart
         gevent.sleep(0.3)
+        # a loaded machine may take longer than that to reconnect: each round kills reopened connections
+        wait_until(lambda: len(er.client_list(_type="normal")) > 1, timeout=30, message="connections reopened")
         killed.append(er.client_kill_filter(_type="normal"))
     second = submit(chaos_client, 100, nap_s=0.01)
     terminal_watch.add(second)
