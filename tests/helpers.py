@@ -180,7 +180,7 @@ def keyspace(r: Any, prefix: str) -> dict[str, object]:
     """Every key of ``prefix`` with its content (hashes, sorted sets; the type of
     the others): what a refused call must leave as it was."""
     out: dict[str, object] = {}
-    for key in r.scan_iter(f"{prefix}:*"):
+    for key in r.scan_iter(f"{prefix}:*", count=1000):  # COUNT: the session server may hold 100,000s of other tests' keys
         kind = r.type(key)
         out[key] = r.hgetall(key) if kind == "hash" else r.zrange(key, 0, -1, withscores=True) if kind == "zset" else kind
     return out

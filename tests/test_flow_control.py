@@ -47,6 +47,18 @@ def _open(gates: dict[str, Event], name: str) -> None:
     gates.setdefault(name, Event()).set()
 
 
+def _hold_the_sweep_lock(client) -> None:
+    """Keep the workers' limits sweepers out (as if another worker swept this interval):
+    a held run then stays held, whenever their passes come, until the test's ``_sweep``."""
+    client.redis.set(client.keys.lock_limits(), "held-by-the-test", px=60_000)
+
+
+def _sweep(client) -> None:
+    """One sweeper pass now, the test's: it lets the sweep lock go first."""
+    client.redis.delete(client.keys.lock_limits())
+    FlowSweeper(client.store, ["default"], interval_s=0.01).step()
+
+
 # -- defining limits ------------------------------------------------------------------
 
 
@@ -223,19 +235,19 @@ def test_a_retry_gives_the_unit_back_while_the_run_waits_for_its_next_attempt(st
     assert r.get(client.keys.workflow_running("flaky")) == "0"
 
 
-@pytest.mark.slow
 def test_a_limit_counts_runs_of_the_asyncio_package_in_its_counter(start, client, registry, r):
     """The workflow-wide limit is the asyncio package's ``max_concurrency``: runs
     it counts in ``workflow-running:<name>`` hold ours back."""
     gated, gates, running, _ = _gate_workflow(registry, concurrency=[Concurrency(limit=2)])
     r.set(client.keys.workflow_running("gated"), 2)  # two runs an asyncio worker is executing
+    _hold_the_sweep_lock(client)  # the worker's recount (of our running index) would let the run in early
     start(concurrency=4)
     handle = gated.run({"gate": "g"}, client=client)
     _open(gates, "g")
     wait_until(lambda: r.sismember(client.keys.limit_waiting("gated"), handle.id))
     assert handle.status() == "queued"
     r.decr(client.keys.workflow_running("gated"))  # the asyncio worker finished one...
-    FlowSweeper(client.store, ["default"], interval_s=0.01).step()  # ...and the sweeper's recount lets ours in
+    _sweep(client)  # ...and the sweeper's recount lets ours in
     assert handle.result(10) == "g"
 
 
@@ -279,18 +291,18 @@ def test_a_run_whose_limits_field_is_corrupt_fails_clearly_and_blocks_nothing(st
     assert "limitsJson" in client.get_run(bad.id).error["message"]
 
 
-@pytest.mark.slow
 def test_the_sweeper_frees_units_of_runs_that_are_no_longer_running(start, client, registry, r):
     """A unit lost on the way (a run ended by a worker that knows nothing of
     limits) is found by the sweeper's recount; the held runs then start."""
     gated, gates, running, _ = _gate_workflow(registry, concurrency=[Concurrency(limit=1, key=lambda input: input["gate"])])
     units = client.keys.limit_units("gated", 0, "g")
     r.sadd(units, "run_ended-by-a-foreign-worker")
+    _hold_the_sweep_lock(client)  # the recount below is the test's own, after the run is seen held
     start(concurrency=2)
     handle = gated.run({"gate": "g"}, client=client)
     wait_until(lambda: r.sismember(client.keys.limit_waiting("gated"), handle.id))
     _open(gates, "g")
-    FlowSweeper(client.store, ["default"], interval_s=0.01).step()
+    _sweep(client)
     assert handle.result(10) == "g"
     assert r.smembers(units) == set() and r.hlen(client.keys.limits_held_index()) in (0, 1)
 

@@ -97,7 +97,7 @@ def snapshot(r, prefix):
         "list": lambda k: r.lrange(k, 0, -1),
         "stream": r.xrange,
     }
-    return {key: read[r.type(key)](key) for key in r.scan_iter(f"{prefix}:*")}
+    return {key: read[r.type(key)](key) for key in r.scan_iter(f"{prefix}:*", count=1000)}
 
 
 GOOD_ORDER = {"order_id": 7, "lines": [{"sku": "ABC-1", "qty": 2}]}

@@ -67,7 +67,9 @@ def test_a_real_lease_loss_under_the_same_worker_reports_one_warning_and_counts_
 
     observer = MetricsObserver()
     caplog.set_level(logging.WARNING, logger="redflow")
-    worker = start(observers=[observer], concurrency=50, lease_ms=400, cancel_poll_ms=20)
+    # A lease of 2 s, not 0.4: the run's next attempt (the reaper hands it on at once) must not lose its
+    # own lease to a keeper starved of CPU for a few hundred ms, which would be a second, real, loss.
+    worker = start(observers=[observer], concurrency=50, lease_ms=2000, cancel_poll_ms=20)
     handle = client.run("held")
     wait_until(lambda: r.get(client.keys.run_lease(handle.id)), timeout=10)
     r.delete(client.keys.run_lease(handle.id))

@@ -23,7 +23,9 @@ def test_sigterm_lets_500_runs_in_flight_finish_claims_nothing_new_and_exits_0_w
     engine, er, chaos_client, workers, side, witness, report
 ):
     keys = chaos_client.keys
-    worker = workers.spawn(engine.url, "--grace", str(GRACE_S), concurrency=500)
+    # 5 s leases: 500 runs starting at once starve a keeper on a loaded machine, and a lost lease
+    # would run a run's step b again (never exactly 500 inside it) or finalize it elsewhere.
+    worker = workers.spawn(engine.url, "--grace", str(GRACE_S), concurrency=500, lease_ms=5000)
     in_flight = [h.id for h in chaos_client.run_many("journey", [{"hold": "step", "hold_s": 3.0}] * 500)]
     waiting = [h.id for h in chaos_client.run_many("journey", [{}] * 200)]  # FIFO: behind the 500
     wait_until(lambda: len(side.steps("b")) == 500, timeout=60, interval=0.1, message="500 runs inside step b")
@@ -46,7 +48,10 @@ def test_a_second_sigterm_exits_at_once_and_the_next_worker_recovers_the_runs_wi
     engine, er, chaos_client, workers, side, witness, report
 ):
     keys = chaos_client.keys
-    worker = workers.spawn(engine.url, "--grace", str(GRACE_S), concurrency=200)
+    # 5 s leases, as the load test's: 200 runs starting at once are a burst of CPU, and on a loaded
+    # machine a keeper starved past a 1 s lease lost runs (handed on by the reaper, so run again)
+    # before the signals. The next worker then takes the runs over once their leases expire.
+    worker = workers.spawn(engine.url, "--grace", str(GRACE_S), concurrency=200, lease_ms=5000)
     ids = [h.id for h in chaos_client.run_many("journey", [{"hold": "step", "hold_s": 60}] * 200)]
     wait_until(lambda: len(side.steps("b")) == 200, timeout=60, interval=0.1, message="200 runs inside step b")
 
@@ -58,7 +63,7 @@ def test_a_second_sigterm_exits_at_once_and_the_next_worker_recovers_the_runs_wi
     exit_s = time.monotonic() - signaled_at
     assert {chaos_client.get_run(h).status for h in ids} == {"running"}  # left, not finalized
 
-    workers.spawn(engine.url, concurrency=200)
+    workers.spawn(engine.url, concurrency=200, lease_ms=5000)  # its 200 recovered runs start at once too
     for run_id in ids:
         chaos_client.wait_for(run_id, timeout=60)
     report(f"second SIGTERM: exited {exit_s:.2f}s after it; the next worker finished all 200 runs "

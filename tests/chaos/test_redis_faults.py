@@ -84,12 +84,16 @@ def test_dropped_connections_are_reopened_without_restarting_the_worker_and_ever
     engine, er, chaos_client, workers, side, witness, terminal_watch, report
 ):
     keys = chaos_client.keys
-    worker = workers.spawn(engine.url, concurrency=20)
+    # 5 s leases: a keeper whose connection is dropped reconnects and renews in time even on a loaded
+    # machine (with 1 s leases a starved one lost a lease and a run ran twice).
+    worker = workers.spawn(engine.url, concurrency=20, lease_ms=5000)
     first = submit(chaos_client, 300, nap_s=0.05)
     terminal_watch.add(first)
     killed = []
     for _ in range(10):  # bounded: ten rounds, 0.3 s apart
         gevent.sleep(0.3)
+        # a loaded machine may take longer than that to reconnect: each round kills reopened connections
+        wait_until(lambda: len(er.client_list(_type="normal")) > 1, timeout=30, message="connections reopened")
         killed.append(er.client_kill_filter(_type="normal"))
     second = submit(chaos_client, 100, nap_s=0.01)
     terminal_watch.add(second)
