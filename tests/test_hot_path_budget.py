@@ -178,3 +178,23 @@ def test_schedules_cost_the_leader_one_command_a_pass_and_a_tick_five_round_trip
     probe.close()
     assert client.schedules.get("yearly").fired == 1
     assert tick.trips <= 5 and sum(tick.commands.values()) <= 25, (tick.trips, dict(tick.commands))
+
+
+def test_a_first_time_step_costs_one_round_trip_and_three_commands(start, client, redis_url):
+    """A step recorded while its attempt's lease is fresh (written less than half a lease ago)
+    is one FCALL whose script reads the run (HMGET: its fence and cancelRequestedAt) and
+    writes the record (HSET): the lease key is neither read nor extended (store/lua/save_step.lua)."""
+    registry = Registry()
+    steps = 5
+
+    @define_workflow("five-steps", registry=registry)
+    def five_steps(ctx):
+        for n in range(steps):
+            ctx.step.run(f"s{n}", lambda n=n: n)
+
+    client.sync_registry(registry)
+    trips, commands, by_command = drain_counts(lambda **o: start(registry, **o), client, redis_url, five_steps, concurrency=4)
+    assert trips <= 1.2 + steps, (trips, by_command)
+    assert commands <= 12.3 + 3 * steps, (commands, by_command)
+    assert 0.99 + steps <= by_command["fcall"] <= 1.05 + steps, by_command
+    assert by_command.get("get", 0) <= 0.05 and by_command.get("pexpire", 0) <= 0.05, by_command

@@ -124,15 +124,19 @@ class StepSaved:
     was not the expected one: ``current`` is what it holds); and the run's
     ``cancelRequestedAt`` ("" when none). ``take_signal`` answers in the same
     shape: ``taken``, ``timeout`` or ``done`` with the step's record in
-    ``current``, else ``waiting``, ``canceled`` or ``stale``."""
+    ``current``, else ``waiting``, ``canceled`` or ``stale``. ``renewed``:
+    the script read the lease and extended it (a save sent with its lease
+    checked, see ``store/lua/save_step.lua``)."""
 
     state: str
     cancel_requested_at: str
     current: str = ""
+    renewed: bool = False
 
     @classmethod
     def parse(cls, reply: Sequence[str]) -> StepSaved:
-        return cls(reply[0], reply[1] or "", reply[2] if len(reply) > 2 else "")
+        size = len(reply)
+        return cls(reply[0], reply[1] or "", reply[2] if size > 2 else "", size > 3 and reply[3] == "1")
 
 
 @dataclass(frozen=True, slots=True)
