@@ -135,8 +135,15 @@ class StepSaved:
 
     @classmethod
     def parse(cls, reply: Sequence[str]) -> StepSaved:
+        if reply == _SAVED_REPLY:  # a first-time step's usual answer: one shared value, nothing made per step
+            return _SAVED
         size = len(reply)
         return cls(reply[0], reply[1] or "", reply[2] if size > 2 else "", size > 3 and reply[3] == "1")
+
+
+#: ``save_step``'s reply to a record written with no cancel pending and the lease not read.
+_SAVED_REPLY = ["saved", "", "", ""]
+_SAVED = StepSaved("saved", "")
 
 
 @dataclass(frozen=True, slots=True)
