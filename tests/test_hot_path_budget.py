@@ -198,3 +198,35 @@ def test_a_first_time_step_costs_one_round_trip_and_three_commands(start, client
     assert commands <= 12.3 + 3 * steps, (commands, by_command)
     assert 0.99 + steps <= by_command["fcall"] <= 1.05 + steps, by_command
     assert by_command.get("get", 0) <= 0.05 and by_command.get("pexpire", 0) <= 0.05, by_command
+
+
+def test_a_waiter_woken_by_the_end_of_its_run_reads_it_in_the_same_round_trip(start, client, registry):
+    """``wait_for`` sends each BLMOVE on the done token with the re-read, in one pipeline:
+    a waiter's round trips are its first read and one per wait (a wait whose slice ran out
+    included), with no read of its own after the wake-up."""
+
+    @define_workflow("tenth-of-a-second", registry=registry)
+    def tenth(ctx):
+        gevent.sleep(0.1)
+        return "done"
+
+    start()
+    handle = tenth.run(None, client=client)
+    redis = client.redis
+    checkouts, waits = [], []
+    get_connection, pipeline = redis.connection_pool.get_connection, redis.pipeline
+
+    def counted_checkout(*args, **kwargs):
+        checkouts.append(args)
+        return get_connection(*args, **kwargs)
+
+    def counted_pipeline(*args, **kwargs):
+        waits.append(args)
+        return pipeline(*args, **kwargs)
+
+    redis.connection_pool.get_connection, redis.pipeline = counted_checkout, counted_pipeline
+    try:
+        assert handle.result(5) == "done"
+    finally:
+        redis.connection_pool.get_connection, redis.pipeline = get_connection, pipeline
+    assert waits and len(checkouts) == 1 + len(waits), (len(checkouts), len(waits))
