@@ -1,6 +1,6 @@
 """Instructions Redis executes per job, counted with callgrind: redflow-gevent and Dramatiq.
 
-    .venv/bin/python bench/redis_instructions.py [-n 2000] [--only loop|drain] [--redis-server PATH] [--keep]
+    .venv/bin/python bench/redis_instructions.py [-n 2000] [--only loop|drain|step] [--redis-server PATH] [--keep]
     .venv/bin/python bench/redis_instructions.py --cpu [-n 20000] [--reps 4]
 
 Seconds of CPU move by ±25 % on a shared machine; instruction counts hardly
@@ -18,6 +18,8 @@ them); each counts only its own window (``callgrind_control -z`` before it,
   are sent, then a consumer with the prefetch of a 50-thread worker (100)
   fetches them and acks each one by one (each ack is its own call, as a
   Dramatiq worker thread sends it). Enqueues are not counted for either.
+- **step** (redflow only): a first-time step's record, ``save_step`` as a
+  worker sends it while its lease is fresh, per step.
 - **drain**: the jobs drained by the real workers, as ``bench/peers.py``
   runs them (redflow-gevent ``-c 500``, one process; Dramatiq gevent, 2
   processes × 50): parked, the workers warmed up, handed over with one
@@ -295,12 +297,40 @@ def drain_count(meter: Callgrind, system: peers.System, name: str, n: int) -> Co
     return Count(name, "drain", meter.counted, result.jobs, result.redis_commands)
 
 
+def redflow_steps(meter: Meter, n: int) -> Count:
+    """**step**: a first-time step's record (``save_step``) of 500 started runs, in pipelines
+    of 500, as a worker sends it while its lease is fresh (no Dramatiq counterpart)."""
+    registry = Registry()
+    define_workflow("noop", registry=registry)(lambda ctx: None)
+    client = create_client(url=meter.url, prefix="bench", registry=registry)
+    record = '{"status":"succeeded","seq":1,"startedAt":1,"finishedAt":2,"outputJson":"1","attempt":1}'
+    try:
+        client.run_many("noop", [None] * IN_FLIGHT)
+        now, batch = client.now_ms(), Batch(client.redis)
+        tokens = [uuid.uuid4().hex for _ in range(IN_FLIGHT)]
+        for token in tokens:
+            client.scripts.take_run(queue="default", token=token, lease_ms=LEASE_MS, now_ms=now, conn=batch)
+        runs = [(claim.run_id, token) for claim, token in zip(batch.execute(), tokens)]
+        rounds = max(1, n // IN_FLIGHT)
+        for index in range(-1, rounds):  # one round to warm up
+            if index == 0:
+                meter.begin()
+            for run_id, token in runs:
+                client.scripts.save_step(run_id=run_id, queue="default", token=token, name=f"s{index}", step_json=record,
+                                         lease_ms=LEASE_MS, check_lease=False, conn=batch)  # fmt: skip
+            assert all(saved.state == "saved" for saved in batch.execute())
+        meter.end()
+        return Count("redflow-gevent", "step", meter.counted, rounds * len(runs))
+    finally:
+        client.close()
+
+
 # -- the command ------------------------------------------------------------------------------
 
 
 def render(counts: Sequence[Count]) -> str:
     lines = ["| way | redflow-gevent instructions/job | Dramatiq instructions/job | redflow ÷ Dramatiq |", "|---|---|---|---|"]
-    for way in ("loop", "drain"):
+    for way in ("loop", "drain", "step"):
         ours = next((c for c in counts if c.way == way and c.system == "redflow-gevent"), None)
         theirs = next((c for c in counts if c.way == way and c.system == "Dramatiq"), None)
         if ours is None and theirs is None:
@@ -320,6 +350,7 @@ def measure(args: argparse.Namespace) -> list[Count]:
         ("loop", lambda: dramatiq_loop(meter, args.n)),
         ("drain", lambda: drain_count(meter, SlowRedisRedflow(meter.url, 500, 1), "redflow-gevent", args.n)),
         ("drain", lambda: drain_count(meter, peers.Dramatiq(2, 50), "Dramatiq", args.n)),
+        ("step", lambda: redflow_steps(meter, args.n)),
     ]
     counts = []
     try:
@@ -338,7 +369,7 @@ def measure(args: argparse.Namespace) -> list[Count]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
     parser.add_argument("-n", type=int, default=2000, help="jobs counted per measurement (default 2000)")
-    parser.add_argument("--only", choices=("loop", "drain"), help="one way only (default: both)")
+    parser.add_argument("--only", choices=("loop", "drain", "step"), help="one way only (default: all)")
     parser.add_argument("--redis-server", default=None, help="the redis-server binary (default: the one tests use)")
     parser.add_argument("--keep", action="store_true", help="keep the callgrind output files")
     parser.add_argument("--cpu", action="store_true", help="instead: the loops on a native redis-server, CPU seconds user and system")

@@ -5,14 +5,16 @@
 ``redflow-gevent bench``'s paced phase (a waiter blocked in
 ``handle.result()`` per run, an in-process ``-c`` worker with its hot-path
 timestamps) with the waiters' side recorded too: the client's
-``read_state`` and ``blmove`` calls and the connections its pool opens are
-wrapped on the bench's client object, so ``wait_for`` runs unchanged. Each
+``read_state``, each wait (``reads._wait_then_read``: the BLMOVE and the
+re-read, one pipeline) and the connections its pool opens are wrapped in
+the bench's process, so ``wait_for`` runs unchanged. Each
 run's enqueue->result is cut into segments:
 
 - enqueue->start (the worker's side), start->finish (handler and settle),
-- finish->wake: from the worker's settle reply to the waiter's BLMOVE reply
-  (Redis sends both in the same turn of its loop),
-- wake->result: the waiter's re-read of the run (a second ``watch_run``),
+- finish->wake: from the worker's settle reply to the reply of the waiter's
+  BLMOVE and re-read (one pipeline: ``reads.wait_for``; Redis sends the
+  settle's reply and the waiter's in the same turn of its loop),
+- wake->result: from that reply to ``handle.result()`` returning,
 - or, for a run over before its waiter's first read, finish->first read.
 
 Prints each segment's percentiles over all runs and its mean over the
@@ -39,6 +41,7 @@ from typing import Any  # noqa: E402
 from redflow.bench.phases import drain, open_bench, paced_runs, preload, wait_warm  # noqa: E402
 from redflow.bench.probe import percentiles  # noqa: E402
 from redflow.bench.report import load_text, machine  # noqa: E402
+from redflow.store import reads  # noqa: E402
 from redflow.testing import RedisServer  # noqa: E402
 
 Calls = dict[str, list[tuple[str, float, float, Any]]]  # run id -> (call, sent, returned, reply)
@@ -46,7 +49,7 @@ Calls = dict[str, list[tuple[str, float, float, Any]]]  # run id -> (call, sent,
 
 def instrument(client: Any, calls: Calls, opened: list[float]) -> None:
     """Wrap the waiters' calls on this client object (instance attributes: the class is untouched)."""
-    read_state, blmove = client.read_state, client.redis.blmove
+    read_state, wait_then_read = client.read_state, reads._wait_then_read
     pool = client.redis.connection_pool
     make_connection = pool.make_connection
 
@@ -56,18 +59,18 @@ def instrument(client: Any, calls: Calls, opened: list[float]) -> None:
         calls[run_id].append(("read", sent, time.time(), state.status if state else None))
         return state
 
-    def timed_blmove(source: str, destination: str, timeout: float, *args: Any) -> Any:
+    def timed_wait_then_read(store: Any, run_id: str, done_key: str, block_s: float) -> Any:
         sent = time.time()
-        reply = blmove(source, destination, timeout, *args)
-        run_id = source.rsplit(":", 2)[-2]  # P:run:<id>:done
-        calls[run_id].append(("blmove", sent, time.time(), reply))
-        return reply
+        state = wait_then_read(store, run_id, done_key, block_s)
+        calls[run_id].append(("blmove", sent, time.time(), state if state is not None and state.is_terminal else None))
+        return state
 
     def counted_make_connection() -> Any:
         opened.append(time.time())
         return make_connection()
 
-    client.read_state, client.redis.blmove, pool.make_connection = timed_read_state, timed_blmove, counted_make_connection
+    client.read_state, pool.make_connection = timed_read_state, counted_make_connection
+    reads._wait_then_read = timed_wait_then_read  # the bench's own process: every waiter in it
 
 
 class GcPauses:

@@ -225,3 +225,55 @@ def test_what_an_enqueue_costs_with_a_singleton_or_a_debounce(client, redis_url,
     probe.close()
     per_run = sum(delta.commands.values()) / len(inputs)
     assert most <= per_run <= most + 0.1, (per_run, dict(delta.commands))  # (a clock resync would add 0.02)
+
+
+def test_a_first_time_step_costs_one_round_trip_and_three_commands(start, client, redis_url):
+    """A step recorded while its attempt's lease is fresh (written less than half a lease ago)
+    is one FCALL whose script reads the run (HMGET: its fence and cancelRequestedAt) and
+    writes the record (HSET): the lease key is neither read nor extended (store/lua/save_step.lua)."""
+    registry = Registry()
+    steps = 5
+
+    @define_workflow("five-steps", registry=registry)
+    def five_steps(ctx):
+        for n in range(steps):
+            ctx.step.run(f"s{n}", lambda n=n: n)
+
+    client.sync_registry(registry)
+    trips, commands, by_command = drain_counts(lambda **o: start(registry, **o), client, redis_url, five_steps, concurrency=4)
+    assert trips <= 1.2 + steps, (trips, by_command)
+    assert commands <= 12.3 + 3 * steps, (commands, by_command)
+    assert 0.99 + steps <= by_command["fcall"] <= 1.05 + steps, by_command
+    assert by_command.get("get", 0) <= 0.05 and by_command.get("pexpire", 0) <= 0.05, by_command
+
+
+def test_a_waiter_woken_by_the_end_of_its_run_reads_it_in_the_same_round_trip(start, client, registry):
+    """``wait_for`` sends each BLMOVE on the done token with the re-read, in one pipeline:
+    a waiter's round trips are its first read and one per wait (a wait whose slice ran out
+    included), with no read of its own after the wake-up."""
+
+    @define_workflow("tenth-of-a-second", registry=registry)
+    def tenth(ctx):
+        gevent.sleep(0.1)
+        return "done"
+
+    start()
+    handle = tenth.run(None, client=client)
+    redis = client.redis
+    checkouts, waits = [], []
+    get_connection, pipeline = redis.connection_pool.get_connection, redis.pipeline
+
+    def counted_checkout(*args, **kwargs):
+        checkouts.append(args)
+        return get_connection(*args, **kwargs)
+
+    def counted_pipeline(*args, **kwargs):
+        waits.append(args)
+        return pipeline(*args, **kwargs)
+
+    redis.connection_pool.get_connection, redis.pipeline = counted_checkout, counted_pipeline
+    try:
+        assert handle.result(5) == "done"
+    finally:
+        redis.connection_pool.get_connection, redis.pipeline = get_connection, pipeline
+    assert waits and len(checkouts) == 1 + len(waits), (len(checkouts), len(waits))

@@ -123,9 +123,10 @@ TABLE = {
     ),
     "save_step": (
         lambda s: s.save_step(run_id="run_1", queue=Q, token="token", name="step", step_json="rec", lease_ms=5, marker_started_at_ms=7,
-                              expected="old", blob=("v1:s", "blob-s")),
+                              expected="old", blob=("v1:s", "blob-s"), check_lease=False),
         {"steps_key": K.run_steps("run_1", Q), "lease_key": K.run_lease("run_1", Q), "run_key": K.run("run_1", Q), "token": "token",
-         "name": "step", "step_json": "rec", "marker": "7", "lease_ms": "5", "expected": "old", "blob_field": "v1:s", "blob": "blob-s"},
+         "name": "step", "step_json": "rec", "marker": "7", "lease_ms": "5", "expected": "old", "blob_field": "v1:s", "blob": "blob-s",
+         "check_lease": "0"},
         {},
     ),
     "confirm_run": (

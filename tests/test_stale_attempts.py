@@ -105,6 +105,60 @@ def test_confirm_run_tells_an_attempt_whether_it_still_owns_its_run(client, r, r
         assert r.get(lease) in (None, "lease_other")
 
 
+@pytest.mark.parametrize("check_lease", [True, False], ids=["lease checked", "lease fresh"])
+@pytest.mark.parametrize(
+    ("case", "expected"),
+    [
+        ("holds its lease", ("saved", "")),
+        ("its lease lapsed, nobody took the run", ("saved", "")),
+        ("another attempt started the run since", ("stale", "")),
+        ("another attempt started the run and holds its lease", ("stale", "")),
+        ("a cancel is pending", ("saved", "*")),
+        ("canceled while its lease was gone", ("stale", "")),
+        ("the run is gone", ("stale", "")),
+    ],
+)
+def test_a_step_record_is_refused_to_an_attempt_that_does_not_own_its_run(client, r, registry, case, expected, check_lease):
+    """save_step.lua: with its lease fresh (``check_lease=False``: written less than half a
+    lease ago) the run hash's fence decides alone, and where it does not hold the lease is
+    read as with the check; either way a run another attempt started, a canceled run and a
+    gone one refuse the record. A save that read the lease extends it (``renewed``)."""
+    run_id, token = _started(client, r, registry)
+    lease, run_key, steps_key = client.keys.run_lease(run_id), client.keys.run(run_id), client.keys.run_steps(run_id)
+    if case in ("its lease lapsed, nobody took the run", "canceled while its lease was gone", "another attempt started the run since"):
+        r.delete(lease)
+    if case.startswith("another attempt started the run"):
+        r.hset(run_key, "leaseToken", "lease_other")
+    if case == "another attempt started the run and holds its lease":
+        r.set(lease, "lease_other", px=60_000)
+    if case in ("a cancel is pending", "canceled while its lease was gone"):
+        assert client.cancel(run_id)
+    if case == "the run is gone":
+        r.delete(run_key, lease)
+
+    saved = client.scripts.save_step(
+        run_id=run_id, queue="default", token=token, name="s", step_json='{"status":"succeeded"}', lease_ms=5000, check_lease=check_lease
+    )
+    assert (saved.state, "*" if saved.cancel_requested_at else "") == expected
+    assert (r.hget(steps_key, "s") is not None) == (saved.state == "saved")
+    assert saved.renewed == (saved.state == "saved" and check_lease)
+    if saved.renewed:  # read and extended (retaken if it had lapsed)
+        assert r.get(lease) == token and 0 < r.pttl(lease) <= 5000
+
+
+def test_a_fresh_lease_record_is_fenced_by_the_hash_alone(client, r, registry):
+    """What the fresh path trusts: no command touches the lease key (another client's take-over
+    needs our lease expired, which a lease written less than half a lease ago cannot be)."""
+    run_id, token = _started(client, r, registry)
+    lease = client.keys.run_lease(run_id)
+    before = r.pttl(lease)
+    saved = client.scripts.save_step(
+        run_id=run_id, queue="default", token=token, name="s", step_json="{}", lease_ms=5000, check_lease=False
+    )
+    assert saved.state == "saved" and not saved.renewed
+    assert r.get(lease) == token and before - 1000 <= r.pttl(lease) <= before  # not extended to 5 s
+
+
 @pytest.fixture
 def steps_after_a_gate(registry, r, prefix):
     """Steps a, b, c; the first execution of the handler waits at a gate between a and b."""

@@ -14,7 +14,9 @@ child runs. So:
   run; canceled, it stops as canceled. The keeper renews every half lease,
   so while it is on time this costs nothing.
 - **Step records** (and a signal wait's take, which records its step):
-  each write is fenced by the lease token inside its script; one refused
+  each write is fenced by the lease token inside its script (by the run
+  hash's fence alone while the lease was written less than half a lease
+  ago, so cannot have expired, as the settle's is); one refused
   reports the lease lost, one that finds a cancel pending stops the
   attempt as canceled, and Redis failing abandons it (recovered later).
 - **Child runs** (``run_workflows``, ``run_workflow``): every canceler
@@ -89,7 +91,7 @@ class Fence:
     def save_step(self, name: str, step_json: str, expected: str = "", blob: tuple[str, str] | None = None) -> str | None:
         """Record a step (and the ``blob`` its ``@blob:`` reference names), fenced by the lease
         (see :meth:`_heed`). ``expected``: write only over that record; if the step holds another, it is returned."""
-        lease = self.lease
+        lease, sent_ms = self.lease, _mono_ms()
         try:
             saved = self.store.scripts.save_step(
                 run_id=lease.run_id,
@@ -100,12 +102,20 @@ class Fence:
                 lease_ms=self.lease_ms,
                 expected=expected,
                 blob=blob,
+                # Written less than half a lease ago, the lease cannot have expired: the hash's fence
+                # is check enough (3 commands). Older, the script reads the lease and extends it.
+                check_lease=sent_ms - lease.renewed_at_ms >= self.lease_ms / 2,
                 conn=self.conn,
             )
         except RedisError as exc:
             self._not_recorded(name, exc)
         if saved.state == "stale" or saved.cancel_requested_at or lease.stopped is not None:  # the step's hot path skips the call
             self._heed(name, saved)
+        if saved.renewed:
+            lease.renewed_at_ms = max(lease.renewed_at_ms, sent_ms)
+        # The reply told the run's cancelRequestedAt as of the send: the keeper's cancel poll,
+        # which looks at attempts it has not heard of for a tick, can skip this one a tick longer.
+        lease.tracked_at_ms = max(lease.tracked_at_ms, sent_ms)
         return saved.current if saved.state == "changed" else None
 
     def take_signal(self, take: SignalTake) -> StepSaved:

@@ -37,6 +37,11 @@ def read_state(store: Store, run_id: str, *, watch: bool = False) -> RunState | 
         reply = store.scripts.watch_run(run_id=run_id, queue=slot_queue)
     else:
         reply = store.redis.hmget(store.keys.run(run_id, slot_queue), STATE_FIELDS)
+    return _state_of(store, run_id, slot_queue, reply)
+
+
+def _state_of(store: Store, run_id: str, slot_queue: str | None, reply: Any) -> RunState | None:
+    """The state a read replied, with the blobs its ``@blob:`` references name (one more round trip, only for those)."""
     state = RunState.from_reply(run_id, reply)
     if state is not None and state.blob_fields():
         blobs = read_blobs(store.redis, store.keys.run_blobs(run_id, slot_queue), (state.output_json, state.error_json))
@@ -65,24 +70,43 @@ def wait_for(store: Store, run_id: str, *, timeout_s: float = 30.0, assist: Call
     """Block until the run is terminal. Wakes on the run's done token the
     moment a redflow-gevent worker finishes it, and re-reads the hash at
     growing intervals (50 ms .. 1 s) for runs finished by other clients.
-    ``assist(state) -> bool`` may run a pending run itself (inline child)."""
+    ``assist(state) -> bool`` may run a pending run itself (inline child).
+
+    The re-read is sent with the blocking wait, in one pipeline: Redis runs a
+    blocked connection's next command as soon as the wait ends, so the waiter
+    hears the run's end in the reply that wakes it, not one round trip (and
+    one more turn of the waiting process's loop) later."""
     deadline = time.monotonic() + timeout_s
     slice_s = WAIT_SLICE_MIN_S
     done_key = ""
+    state = read_state(store, run_id, watch=True)
     while True:
-        state = read_state(store, run_id, watch=True)
         if state is None:
             raise RunNotFoundError(run_id)
         if state.is_terminal:
             return state
         if assist is not None and assist(state):
+            state = read_state(store, run_id, watch=True)
             continue
         remaining_s = deadline - time.monotonic()
         if remaining_s <= 0:
             raise TimeoutError(f"Timed out waiting for run result ({run_id})")
         done_key = done_key or store.keys.run_done(run_id, state.queue)
-        store.redis.blmove(done_key, done_key, min(remaining_s, slice_s), "RIGHT", "LEFT")
+        state = _wait_then_read(store, run_id, done_key, min(remaining_s, slice_s))
         slice_s = min(slice_s * 2, WAIT_SLICE_MAX_S)
+
+
+def _wait_then_read(store: Store, run_id: str, done_key: str, block_s: float) -> RunState | None:
+    """Block on the run's done token for ``block_s``, then read the run (watching it), in one round trip.
+    The two keys share the run's slot, so a cluster sends both to one master, in order."""
+    found, slot_queue = store.locator.slot_queue(run_id)
+    if not found:
+        return None
+    batch = store.scripts.batch()
+    batch.blmove(done_key, done_key, block_s, "RIGHT", "LEFT")
+    store.scripts.watch_run(run_id=run_id, queue=slot_queue, conn=batch)
+    _, reply = batch.execute()
+    return _state_of(store, run_id, slot_queue, reply)
 
 
 def get_run(store: Store, run_id: str) -> Run | None:

@@ -129,15 +129,26 @@ class StepSaved:
     was not the expected one: ``current`` is what it holds); and the run's
     ``cancelRequestedAt`` ("" when none). ``take_signal`` answers in the same
     shape: ``taken``, ``timeout`` or ``done`` with the step's record in
-    ``current``, else ``waiting``, ``canceled`` or ``stale``."""
+    ``current``, else ``waiting``, ``canceled`` or ``stale``. ``renewed``:
+    the script read the lease and extended it (a save sent with its lease
+    checked, see ``store/lua/save_step.lua``)."""
 
     state: str
     cancel_requested_at: str
     current: str = ""
+    renewed: bool = False
 
     @classmethod
     def parse(cls, reply: Sequence[str]) -> StepSaved:
-        return cls(reply[0], reply[1] or "", reply[2] if len(reply) > 2 else "")
+        if reply == _SAVED_REPLY:  # a first-time step's usual answer: one shared value, nothing made per step
+            return _SAVED
+        size = len(reply)
+        return cls(reply[0], reply[1] or "", reply[2] if size > 2 else "", size > 3 and reply[3] == "1")
+
+
+#: ``save_step``'s reply to a record written with no cancel pending and the lease not read.
+_SAVED_REPLY = ["saved", "", "", ""]
+_SAVED = StepSaved("saved", "")
 
 
 @dataclass(frozen=True, slots=True)

@@ -209,14 +209,17 @@ class Scripts:
         marker_started_at_ms: int | None = None,
         expected: str = "",
         blob: tuple[str, str] | None = None,
+        check_lease: bool = True,
         conn: Conn = None,
     ) -> StepSaved:
         """``expected``: write only while the step's record is exactly this one; ``blob``:
-        the (field, value) of the run's blob hash that the record's ``@blob:`` reference names."""
+        the (field, value) of the run's blob hash that the record's ``@blob:`` reference names.
+        ``check_lease=False``: the caller wrote its lease less than half a lease ago, so the
+        run hash's fence is check enough (the script reads the lease only if that fails)."""
         k = self.keys
         keys = [k.run_steps(run_id, queue), k.run_lease(run_id, queue), k.run(run_id, queue)]
         marker = "" if marker_started_at_ms is None else str(marker_started_at_ms)
-        args = [token, name, step_json, marker, lease_ms, expected, *(blob or ("", ""))]
+        args = [token, name, step_json, marker, lease_ms, expected, *(blob or ("", "")), "1" if check_lease else "0"]
         return self._call("save_step", keys, args, conn, StepSaved.parse)
 
     def confirm_run(self, *, run_id: str, queue: str, token: str, lease_ms: int, conn: Conn = None) -> Ownership:
