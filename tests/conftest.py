@@ -12,8 +12,10 @@ from collections.abc import Iterator  # noqa: E402
 
 import pytest  # noqa: E402
 import redis  # noqa: E402
+from gevent.event import Event  # noqa: E402
+from helpers import wait_until  # noqa: E402
 
-from redflow import Registry, create_client  # noqa: E402
+from redflow import Registry, create_client, define_workflow  # noqa: E402
 from redflow.testing import RedisServer  # noqa: E402
 
 # scripts/test runs the tests in parallel processes (tests/parallel.py); the chaos report is
@@ -114,3 +116,23 @@ def cli(redis_url, prefix, capsys):
 # tests/django_project/ is a Django project with tests of its own, which need
 # Python 3.12+ and Django 6: tests/test_django.py runs them in .venv-django.
 collect_ignore = ["django_project"]
+
+
+@pytest.fixture
+def held(start, client, registry):
+    """A running run that streamed "one" and waits until ``go`` is set, then streams
+    "two" and returns "done": (handle, go). For the stream tests (readers, live ones too; the interop driver)."""
+    go = Event()
+
+    @define_workflow("held", registry=registry)
+    def held(ctx):
+        ctx.stream("one")
+        go.wait(30)
+        ctx.stream("two")
+        return "done"
+
+    start()
+    handle = client.run("held", None)
+    wait_until(lambda: len(client.read_stream(handle.id)) == 1)
+    yield handle, go
+    go.set()

@@ -49,24 +49,6 @@ def values(items):
     return [item.value for item in items]
 
 
-@pytest.fixture
-def held(start, client, registry):
-    """A running run that streamed "one" and waits until ``go`` is set, then streams "two": (handle, go)."""
-    go = Event()
-
-    @define_workflow("held", registry=registry)
-    def held(ctx):
-        ctx.stream("one")
-        go.wait(30)
-        ctx.stream("two")
-
-    start()
-    handle = client.run("held", None)
-    wait_until(lambda: len(client.read_stream(handle.id)) == 1)
-    yield handle, go
-    go.set()
-
-
 # -- writing and reading -------------------------------------------------------------------------------
 
 

@@ -11,8 +11,6 @@ from pathlib import Path
 
 import gevent
 import pytest
-from gevent.event import Event
-from helpers import wait_until
 
 from redflow import define_workflow
 
@@ -60,25 +58,14 @@ def test_its_get_run_stream_lists_what_our_worker_streamed_in_every_attempt(star
     assert all(abs(r["ts"] / 1000 - item.written_at) < 1e-9 for r, item in zip(records, ours))
 
 
-def test_its_live_reader_follows_our_run_and_stops_when_our_worker_ends_it(start, client, registry, redis_url, prefix):
-    go = Event()
-
-    @define_workflow("slow-talk", registry=registry)
-    def slow_talk(ctx):
-        ctx.stream("first")
-        go.wait(30)
-        ctx.stream("second")
-        return "done"
-
-    start()
-    handle = client.run("slow-talk", None)
-    wait_until(lambda: len(client.read_stream(handle.id)) == 1)
+def test_its_live_reader_follows_our_run_and_stops_when_our_worker_ends_it(held, redis_url, prefix):
+    handle, go = held
     proc = driver(redis_url, prefix, "read", handle.id, "--block-ms", "120000")
     try:
         assert line_of(proc, 60) == {"reading": True}
-        assert line_of(proc, 30)["record"]["value"] == "first"
+        assert line_of(proc, 30)["record"]["value"] == "one"
         go.set()
-        assert line_of(proc, 30)["record"]["value"] == "second"
+        assert line_of(proc, 30)["record"]["value"] == "two"
         # its XREAD blocks for 120 s: only the end entry our settle wrote stops it sooner
         assert line_of(proc, 60) == {"end": True}
     finally:

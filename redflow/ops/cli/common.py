@@ -1,15 +1,15 @@
 """What every command that reads or changes Redis shares: its connection
 options, a client for them, errors as exit codes (the rule of
-:mod:`redflow.ops.cli.values`), and its output (a text table, or JSON with
-``--json`` for scripts)."""
+:mod:`redflow.ops.cli.values`), its output (a text table, or JSON with
+``--json`` for scripts), and the change commands of cron triggers and schedules."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import sys
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
 
 from redis.exceptions import RedisError
 
@@ -79,3 +79,45 @@ def common_options() -> argparse.ArgumentParser:
     connection_options(common)
     common.add_argument("--json", action="store_true", help="print JSON instead of a table")
     return common
+
+
+class Change(Protocol):
+    """What a change command did (:mod:`redflow.ops.control`'s ``CronChange``, ``ScheduleChange``)."""
+
+    @property
+    def ok(self) -> bool: ...
+    @property
+    def message(self) -> str: ...
+
+
+def change_commands(
+    sub: Any,
+    common: argparse.ArgumentParser,
+    actions: Iterable[tuple[str, Callable[..., Change], str]],
+    *,
+    metavar: str,
+    id_help: str | None = None,
+    resolve: Callable[[RedflowClient, str], str] | None = None,
+) -> None:
+    """One subcommand per ``(name, fn, help)`` of ``actions``, each taking the id of
+    what it changes (``resolve``: from what the operator typed); ``trigger`` also
+    takes ``--trigger-id``. Each prints ``<id>: <what it did>`` (or the change as
+    JSON) and exits 1 when it changed nothing."""
+    for name, fn, text in actions:
+        parser = sub.add_parser(name, parents=[common], help=text)
+        parser.add_argument("target", metavar=metavar, help=id_help)
+        if name == "trigger":
+            parser.add_argument("--trigger-id", default=None, help="idempotency: the same id never starts a second run")
+        parser.set_defaults(func=command(_change(fn, resolve, triggers=name == "trigger")))
+
+
+def _change(
+    fn: Callable[..., Change], resolve: Callable[[RedflowClient, str], str] | None, *, triggers: bool
+) -> Callable[[RedflowClient, argparse.Namespace], int]:
+    def handle(client: RedflowClient, args: argparse.Namespace) -> int:
+        target = args.target if resolve is None else resolve(client, args.target)
+        change = fn(client, target, args.trigger_id) if triggers else fn(client, target)
+        emit(args, change, f"{target}: {change.message}")
+        return 0 if change.ok else 1
+
+    return handle

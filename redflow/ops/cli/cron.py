@@ -6,13 +6,11 @@ shared with the dashboard)."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from typing import Any
 
 from redflow.client import RedflowClient
-from redflow.ops.cli.common import command, common_options, emit
+from redflow.ops.cli.common import change_commands, command, common_options, emit
 from redflow.ops.control import cron
-from redflow.ops.control.cron import CronChange
 from redflow.ops.format import fmt_time, format_table
 from redflow.ops.views.crons import cron_entries
 
@@ -35,23 +33,15 @@ def register(subparsers: Any) -> None:
     cron_sub = cron_parser.add_subparsers(dest="cron_command", required=True)
     cron_list = cron_sub.add_parser("list", parents=[common], help="cron triggers and their next fire times")
     cron_list.set_defaults(func=command(_cron_list))
-    for name, fn, text in (
-        ("pause", cron.pause, "stop firing a cron trigger until resumed (survives restarts and deploys)"),
-        ("resume", cron.resume, "fire a paused trigger again, from its next due time"),
-        ("trigger", cron.trigger, "start one run of a cron trigger's workflow now"),
-    ):
-        parser = cron_sub.add_parser(name, parents=[common], help=text)
-        parser.add_argument("cron_id", metavar="CRON", help="the id `cron list` shows, or the workflow's name if it has one cron trigger")
-        if name == "trigger":
-            parser.add_argument("--trigger-id", default=None, help="idempotency: the same id never starts a second run")
-        parser.set_defaults(func=command(_handler(fn)))
-
-
-def _handler(fn: Callable[..., CronChange]) -> Callable[[RedflowClient, argparse.Namespace], int]:
-    def handle(client: RedflowClient, args: argparse.Namespace) -> int:
-        cron_id = cron.resolve(client, args.cron_id)
-        change = fn(client, cron_id, args.trigger_id) if fn is cron.trigger else fn(client, cron_id)
-        emit(args, change, f"{change.cron_id}: {change.message}")
-        return 0 if change.ok else 1
-
-    return handle
+    change_commands(
+        cron_sub,
+        common,
+        (
+            ("pause", cron.pause, "stop firing a cron trigger until resumed (survives restarts and deploys)"),
+            ("resume", cron.resume, "fire a paused trigger again, from its next due time"),
+            ("trigger", cron.trigger, "start one run of a cron trigger's workflow now"),
+        ),
+        metavar="CRON",
+        id_help="the id `cron list` shows, or the workflow's name if it has one cron trigger",
+        resolve=cron.resolve,
+    )

@@ -17,10 +17,9 @@ from redflow.client import RedflowClient
 from redflow.core import codec, cron
 from redflow.core.models import Schedule
 from redflow.core.schedules import OVERLAPS
-from redflow.ops.cli.common import command, common_options, emit
+from redflow.ops.cli.common import change_commands, command, common_options, emit
 from redflow.ops.cli.values import argument_type, duration_s
 from redflow.ops.control import schedules as control
-from redflow.ops.control.schedules import ScheduleChange
 from redflow.ops.format import fmt_setting_s, fmt_time, format_table
 
 #: The options of create (all needed but the defaulted ones) and of update (any of them).
@@ -40,17 +39,17 @@ def register(subparsers: Any) -> None:
     update = sub.add_parser("update", parents=[common], help="change the fields given; a new cron, timezone or jitter moves its next tick")
     _schedule_options(update, creating=False)
     update.set_defaults(func=command(_update))
-    for name, fn, text in (
-        ("pause", control.pause, "stop firing until resumed"),
-        ("resume", control.resume, "fire again from the next tick after now"),
-        ("trigger", control.trigger, "start one run now, paused or not, whatever the overlap policy"),
-        ("delete", control.delete, "delete the schedule (the runs it started stay)"),
-    ):
-        action = sub.add_parser(name, parents=[common], help=text)
-        action.add_argument("schedule_id", metavar="ID")
-        if name == "trigger":
-            action.add_argument("--trigger-id", default=None, help="idempotency: the same id never starts a second run")
-        action.set_defaults(func=command(_action(fn)))
+    change_commands(
+        sub,
+        common,
+        (
+            ("pause", control.pause, "stop firing until resumed"),
+            ("resume", control.resume, "fire again from the next tick after now"),
+            ("trigger", control.trigger, "start one run now, paused or not, whatever the overlap policy"),
+            ("delete", control.delete, "delete the schedule (the runs it started stay)"),
+        ),
+        metavar="ID",
+    )
 
 
 def _schedule_options(parser: argparse.ArgumentParser, *, creating: bool) -> None:
@@ -118,12 +117,3 @@ def _saved(args: argparse.Namespace, save: Callable[[], Schedule], verb: str) ->
     when = "paused" if schedule.paused else f"next run at {fmt_time(schedule.next_run_at)} UTC"
     emit(args, schedule, f"{schedule.id}: {verb}; {when}")
     return 0
-
-
-def _action(fn: Callable[..., ScheduleChange]) -> Callable[[RedflowClient, argparse.Namespace], int]:
-    def handle(client: RedflowClient, args: argparse.Namespace) -> int:
-        change = fn(client, args.schedule_id, args.trigger_id) if fn is control.trigger else fn(client, args.schedule_id)
-        emit(args, change, f"{change.schedule_id}: {change.message}")
-        return 0 if change.ok else 1
-
-    return handle

@@ -13,8 +13,8 @@ from __future__ import annotations
 import gevent
 
 from redflow import Concurrency, RateLimit, Registry, Retention, define_workflow
-from redflow.engine.schedules import ScheduleTicker
-from redflow.store.requests import TickDone
+
+from .late_advance import delay_tick_advance
 
 registry = Registry()
 
@@ -128,15 +128,6 @@ def stamp(ctx):
 
 
 #: Seconds a cron leader running this app waits between a tick's run and the tick's advance,
-#: so that a leader kill often lands inside that window (tests/chaos/apps/schedule_app.py).
+#: so that a leader kill often lands inside that window (tests/chaos/apps/late_advance.py).
 ADVANCE_DELAY_S = 0.2
-_advance = ScheduleTicker._done
-
-
-def _advance_late(ticker: ScheduleTicker, done: TickDone) -> None:
-    if done.run_id and done.done_ms is not None:
-        gevent.sleep(ADVANCE_DELAY_S)
-    _advance(ticker, done)
-
-
-ScheduleTicker._done = _advance_late  # type: ignore[method-assign]
+delay_tick_advance(ADVANCE_DELAY_S)

@@ -7,11 +7,9 @@ a doubled tick), so that a test can kill the leader right inside it.
 
 from __future__ import annotations
 
-import gevent
-
 from redflow import Registry, define_workflow
-from redflow.engine.schedules import ScheduleTicker
-from redflow.store.requests import TickDone
+
+from .late_advance import delay_tick_advance
 
 registry = Registry()
 
@@ -24,13 +22,4 @@ def stamp(ctx):
     return {"run": ctx.run.id}
 
 
-_advance = ScheduleTicker._done
-
-
-def _advance_late(ticker: ScheduleTicker, done: TickDone) -> None:
-    if done.run_id and done.done_ms is not None:
-        gevent.sleep(ADVANCE_DELAY_S)
-    _advance(ticker, done)
-
-
-ScheduleTicker._done = _advance_late  # type: ignore[method-assign]
+delay_tick_advance(ADVANCE_DELAY_S)
