@@ -1,0 +1,142 @@
+"""One consumer slot of a worker: claim, lease, run, settle, over and over.
+
+A busy slot's settle also claims and starts its next run of the same queue
+(one round trip per run). It leaves its queue when another queue of the
+worker holds runs no slot serves yet (the board's unserved queues: its
+settle then claims nothing, and the take of the other queue's next run is
+sent beside it, so the switch costs no extra round trip), or, after
+MAX_QUEUE_STREAK runs in a row, when another queue holds runs at all. With
+no run in hand it waits on the board (engine/claimer.py), without a
+connection of its own.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import gevent
+from gevent.event import Event
+from redis.exceptions import RedisError
+
+from redflow.engine.attempt import Attempt, Runtime
+from redflow.engine.board import Board, Work
+from redflow.engine.claim import Claimed, SlotClaimer
+from redflow.engine.loops import BACKOFF_MAX_S
+from redflow.store.mux_connection import Connection
+
+log = logging.getLogger("redflow.worker")
+
+SLOT_BACKOFF_MIN_S = 0.05
+#: A slot of a worker with several queues takes at most this many runs in a row
+#: from one queue through its settles while another queue holds runs.
+MAX_QUEUE_STREAK = 16
+
+
+class Slot:
+    """One greenlet's loop; ``run_attempt`` runs an attempt and returns the next one its settle claimed."""
+
+    def __init__(
+        self,
+        index: int,
+        conn: Connection,
+        *,
+        board: Board,
+        claimer: SlotClaimer,
+        runtime: Runtime,
+        run_attempt: Callable[[Attempt], Attempt | None],
+        stopping: Event,
+    ) -> None:
+        self.index, self.conn, self.board, self.claimer, self.runtime = index, conn, board, claimer, runtime
+        self._run_attempt = run_attempt
+        self._stopping = stopping
+        self._streak = 0  # runs in a row from one queue
+        self._switch: gevent.Greenlet | None = None  # the take of another queue, sent beside a settle
+
+    def run(self) -> None:
+        backoff = SLOT_BACKOFF_MIN_S
+        attempt: Attempt | None = None
+        while True:
+            try:
+                if attempt is None:
+                    attempt = self._next()
+                    if attempt is None:
+                        if self._stopping.is_set() or self.board.closed:
+                            return
+                        continue
+                self._streak += 1
+                queue = attempt.queue
+                attempt.decide_next = lambda q=queue: self._decide_next(q)
+                ended, attempt = attempt, self._run_attempt(attempt)
+                if ended.found_empty:
+                    self.board.drained(queue)
+                backoff = SLOT_BACKOFF_MIN_S
+            except RedisError as exc:
+                attempt = None  # a next run claimed by a lost reply is recovered by the reaper
+                log.warning("slot %d: Redis error (%s); retrying in %.2fs", self.index, exc, backoff)
+                self._stopping.wait(backoff)
+                backoff = min(backoff * 2, BACKOFF_MAX_S)
+            except Exception:  # defensive: one bad run must never stop the slot
+                attempt = None
+                log.exception("slot %d: unexpected error", self.index)
+                self._stopping.wait(backoff)
+                backoff = min(backoff * 2, BACKOFF_MAX_S)
+
+    def _next(self) -> Attempt | None:
+        """The run of a take sent beside the last settle, else work from the board (None: nothing
+        came of it, or the worker stops)."""
+        if self._switch is not None:
+            switch, self._switch = self._switch, None
+            claimed: Claimed | None = switch.get()  # (its error, if any, is the slot's)
+        else:
+            if self._stopping.is_set():
+                return None
+            work = self.board.wait_work()
+            if work is None:
+                return None
+            if work.taken is not None:
+                claimed = work.taken
+            elif work.poll:
+                claimed = self._poll(work.poll)
+            else:
+                claimed = self._take(work) if work.run_id is None else self.claimer.claimed(self.conn, work)
+        if claimed is None:
+            return None
+        self._streak = 0
+        return Attempt(self.runtime, self.conn, claimed)
+
+    def _switch_to(self, work: Work) -> Claimed | None:
+        if work.taken is not None:
+            return work.taken  # type: ignore[no-any-return]
+        return self._poll(work.poll) if work.poll else self._take(work)
+
+    def _take(self, work: Work) -> Claimed | None:
+        """A take of a marked queue; the board hears how it went."""
+        claimed = None
+        try:
+            claimed = self.claimer.claimed(self.conn, work)
+        finally:
+            self.board.taken(work.queue, left=-1 if claimed is None else claimed.left)
+        return claimed
+
+    def _poll(self, queues: tuple[str, ...]) -> Claimed | None:
+        """The busy worker's poll: one take from each quiet queue, sent together with the
+        slots' commands; the first run found is this slot's, the others the next slots' to settle."""
+        takes = [gevent.spawn(self.claimer.take, self.conn, queue, 0.0) for queue in queues]
+        gevent.joinall(takes)
+        found = [take.value for take in takes if take.successful() and take.value is not None]
+        self.board.polled(found[1:])
+        for take in takes:
+            if not take.successful() and isinstance(take.exception, RedisError):
+                raise take.exception
+        return found[0] if found else None
+
+    def _decide_next(self, queue: str) -> bool:
+        """At the settle: whether it claims the queue's next run. A queue no slot serves yet
+        gets this slot (its take leaves now, beside the settle); a long streak yields to any other."""
+        board = self.board
+        other = board.take_unserved(queue)
+        if other is not None:  # taken beside the settle, whose reply comes in the same read
+            self._switch = gevent.spawn(self._switch_to, other)
+            return False
+        return self._streak < MAX_QUEUE_STREAK or not board.others_marked(queue)
