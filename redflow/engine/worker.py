@@ -37,10 +37,11 @@ from redflow.engine.heartbeat import DEFAULT_BEAT_S, Heartbeat, WorkerStatus
 from redflow.engine.interrupts import WORKER_STOPPED
 from redflow.engine.lease import LeaseKeeper
 from redflow.engine.limits import FlowSweeper, limited_names
-from redflow.engine.loops import CronScheduler, Loop, Promoter, Reaper
+from redflow.engine.loops import CronScheduler, Loop, Reaper
 from redflow.engine.observers import Observers, global_observers
 from redflow.engine.outcome_log import log_outcome
 from redflow.engine.parking import ScheduledEvents
+from redflow.engine.promoter import Promoter
 from redflow.engine.retention import RetentionCleaner
 from redflow.engine.slot import Slot
 from redflow.engine.sweeper import OrphanSweeper
@@ -74,7 +75,7 @@ class WorkerOptions:
     #: Retention of runs of workflows that stored none; None: $REDFLOW_RUN_RETENTION_DAYS or the default.
     default_retention: Retention | None = None
     clean_retention: bool = True  # run the retention cleaner (one worker at a time cleans)
-    retention_interval_s: float = 1.0
+    retention_interval_s: float = 5.0
     #: Refuse to start on a Redis that may evict; None: $REDFLOW_REFUSE_EVICTING_REDIS.
     refuse_evicting_redis: bool | None = None
     #: Slots share a few pipelined connections (False: one connection per slot, as before 0.2).
@@ -284,11 +285,8 @@ class Worker:
         Redis restarted without persistence): clients find workflows by name
         and the cron scheduler its triggers there."""
         names = [wf.name for wf in self.registry.list()]
-        if names:
-            pipe = self.store.pipeline()
-            for name in names:
-                pipe.exists(self.store.keys.workflow(name))
-            if not all(pipe.execute()):
+        if names:  # one command: the set of synced names goes with the metadata (a flushed Redis loses both)
+            if not all(self.store.redis.smismember(self.store.keys.workflows(), names)):
                 log.warning("workflow metadata is gone from Redis (restarted without persistence?); syncing the registry again")
                 self.client.sync_registry(self.registry)
         return REGISTRY_CHECK_S
@@ -358,7 +356,7 @@ def start_worker(
     cluster: bool = False,
     default_retention: Retention | None = None,
     clean_retention: bool = True,
-    retention_interval_s: float = 1.0,
+    retention_interval_s: float = 5.0,
     refuse_evicting_redis: bool | None = None,
     share_connections: bool = True,
     heartbeat_s: float = DEFAULT_BEAT_S,
