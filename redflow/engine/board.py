@@ -89,10 +89,14 @@ class Board:
         while queue in self._marked and self.unreserved > 0 and self._taking[queue] < left:
             self._idle.popleft().set(self._take(queue))
 
-    def polled(self, started: Sequence[Any]) -> None:
-        """The poller's takes came back with ``started`` runs; those it does not run itself wait
-        for the next slots to settle (see :meth:`take_unserved`)."""
+    def polled(self, started: Sequence[Any] = ()) -> None:
+        """The poller's takes came back (or one found a run: the next slot to settle polls next);
+        ``started``: runs they took that the poller does not run, for the next slots (see :meth:`take_unserved`)."""
         self._polling = False
+        self._started.extend(started)
+
+    def hand_started(self, started: Sequence[Any]) -> None:
+        """Runs a poll took beyond the one its slot runs: for the next slots to settle."""
         self._started.extend(started)
 
     def drained(self, queue: str) -> None:
@@ -186,10 +190,11 @@ class Board:
         return self._take(queue) if queue is not None else None
 
     def _poll(self) -> Work | None:
-        """The busy worker's poll, when no slot polls: one take from each quiet queue."""
+        """The busy worker's poll, when no slot polls: one take from each queue no slot serves."""
         if not self.poller or not self._marked or self._polling:
             return None
-        quiet = tuple(queue for queue in self.queues if queue not in self._marked)
+        served = set(self._marked) - set(self._unserved)  # (an unserved queue is polled too: no slot takes it yet)
+        quiet = tuple(queue for queue in self.queues if queue not in served)
         if not quiet:
             return None
         self._polling = True

@@ -97,7 +97,8 @@ class Slot:
             if work.taken is not None:
                 claimed = work.taken
             elif work.poll:
-                claimed = self._poll(work.poll)
+                self._poll(work.poll)
+                return None
             else:
                 claimed = self._take(work) if work.run_id is None else self.claimer.claimed(self.conn, work)
         if claimed is None:
@@ -108,7 +109,10 @@ class Slot:
     def _switch_to(self, work: Work) -> Claimed | None:
         if work.taken is not None:
             return work.taken  # type: ignore[no-any-return]
-        return self._poll(work.poll) if work.poll else self._take(work)
+        if work.poll:
+            self._poll(work.poll)
+            return None
+        return self._take(work)
 
     def _take(self, work: Work) -> Claimed | None:
         """A take of a marked queue; the board hears how it went."""
@@ -119,17 +123,30 @@ class Slot:
             self.board.taken(work.queue, left=-1 if claimed is None else claimed.left)
         return claimed
 
-    def _poll(self, queues: tuple[str, ...]) -> Claimed | None:
+    def _poll(self, queues: tuple[str, ...]) -> None:
         """The busy worker's poll: one take from each quiet queue, sent together with the
-        slots' commands; the first run found is this slot's, the others the next slots' to settle."""
-        takes = [gevent.spawn(self.claimer.take, self.conn, queue, 0.0) for queue in queues]
+        slots' commands. The first run found is this slot's, run at once by the greenlet its
+        reply woke (not after the other takes); others go to the next slots to settle."""
+        mine: list[Claimed] = []
+
+        def take(queue: str) -> Claimed | None:
+            claimed = self.claimer.take(self.conn, queue, 0.0)
+            if claimed is None or mine:
+                return claimed
+            mine.append(claimed)
+            self.board.polled()  # the next slot to settle polls meanwhile
+            attempt = Attempt(self.runtime, self.conn, claimed)
+            self._run_attempt(attempt)  # claims nothing next (claim_next is False)
+            return None
+
+        takes = [gevent.spawn(take, queue) for queue in queues]
         gevent.joinall(takes)
-        found = [take.value for take in takes if take.successful() and take.value is not None]
-        self.board.polled(found[1:])
-        for take in takes:
-            if not take.successful() and isinstance(take.exception, RedisError):
-                raise take.exception
-        return found[0] if found else None
+        if not mine:
+            self.board.polled()
+        self.board.hand_started([g.value for g in takes if g.successful() and g.value is not None])
+        for g in takes:
+            if not g.successful() and isinstance(g.exception, RedisError):
+                raise g.exception
 
     def _decide_next(self, queue: str) -> bool:
         """At the settle: whether it claims the queue's next run. A queue no slot serves yet
