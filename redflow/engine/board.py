@@ -108,6 +108,9 @@ class Board:
         self._left.pop(queue, None)
         self._drained[queue].set()
 
+    def is_marked(self, queue: str) -> bool:
+        return queue in self._marked
+
     def others_marked(self, queue: str) -> bool:
         """Whether another queue holds runs (a slot's long streak of ``queue`` ends then)."""
         return any(marked != queue for marked in self._marked)

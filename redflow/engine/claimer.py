@@ -113,7 +113,9 @@ class Claimer:
         if self.conn.execute("BLMOVE", self.ready, self.ready, "RIGHT", "RIGHT", self.timeout_s, block_s=self.timeout_s) is None:
             return
         self.board.mark(self.queue)
-        self.board.wait_drained(self.queue, self.timeout_s)
+        # no command while it stays marked: a slot's take or settle finds it empty (or the worker stops)
+        while not self._stopping and not self.board.wait_drained(self.queue, self.timeout_s) and self.board.is_marked(self.queue):
+            pass
 
 
 class Claimers:
