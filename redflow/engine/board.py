@@ -95,6 +95,12 @@ class Board:
         self._polling = False
         self._started.extend(started)
 
+    def polled_queue(self, queue: str, left: int) -> None:
+        """A poll's take of ``queue`` left ``left`` runs in ready (-1: found none): a marked
+        queue it emptied is unmarked (its claimer waits on Redis again)."""
+        if left <= 0 and queue in self._marked:
+            self.drained(queue)
+
     def hand_started(self, started: Sequence[Any]) -> None:
         """Runs a poll took beyond the one its slot runs: for the next slots to settle."""
         self._started.extend(started)

@@ -51,6 +51,9 @@ class Slot:
         self._run_attempt = run_attempt
         self._stopping = stopping
         self._streak = 0  # runs in a row from one queue
+        self._queues = list(board.queues)
+        self._cursor = index % max(1, len(self._queues))  # where its probe of the queues starts
+        self._probing = False  # its streak ended: it probes the queues before it waits on the board
         self._switch: gevent.Greenlet | None = None  # the take of another queue, sent beside a settle
 
     def run(self) -> None:
@@ -88,6 +91,8 @@ class Slot:
         if self._switch is not None:
             switch, self._switch = self._switch, None
             claimed: Claimed | None = switch.get()  # (its error, if any, is the slot's)
+        elif self._probing and (claimed := self._probe()) is not None:
+            pass
         else:
             if self._stopping.is_set():
                 return None
@@ -131,6 +136,7 @@ class Slot:
 
         def take(queue: str) -> Claimed | None:
             claimed = self.claimer.take(self.conn, queue, 0.0)
+            self.board.polled_queue(queue, -1 if claimed is None else claimed.left)
             if claimed is None or mine:
                 return claimed
             mine.append(claimed)
@@ -156,4 +162,21 @@ class Slot:
         if other is not None:  # taken beside the settle, whose reply comes in the same read
             self._switch = gevent.spawn(self._switch_to, other)
             return False
-        return self._streak < MAX_QUEUE_STREAK or not board.others_marked(queue)
+        if len(self._queues) > 1 and self._streak >= MAX_QUEUE_STREAK:
+            self._probing = True  # a long streak ends: the other queues get their turn
+            return False
+        return True
+
+    def _probe(self) -> Claimed | None:
+        """After a long streak: a take from each queue in turn from the slot's cursor, until one
+        has a run (what keeps a quiet queue's run from waiting behind a busy queue's)."""
+        self._probing = False
+        count = len(self._queues)
+        for offset in range(count):
+            if self._stopping.is_set():
+                return None
+            claimed = self.claimer.take(self.conn, self._queues[(self._cursor + offset) % count], 0.0)
+            if claimed is not None:
+                self._cursor = (self._cursor + offset + 1) % count
+                return claimed
+        return None
