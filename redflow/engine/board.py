@@ -82,7 +82,7 @@ class Board:
         """A slot's take of ``queue`` (a :class:`Work` without a run id) came back: it left
         ``left`` entries in ready (-1: it found none, the queue is drained)."""
         self._taking[queue] = max(0, self._taking.get(queue, 0) - 1)
-        if left < 0:
+        if left <= 0:  # empty now: unmarked, so that its claimer watches it again
             self.drained(queue)
             return
         self._left[queue] = left
