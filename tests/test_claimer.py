@@ -18,7 +18,8 @@ from helpers import wait_until
 
 from redflow.bench.probe import Probe, server_delta
 from redflow.core.keys import Keys
-from redflow.engine.claimer import Board, Claimers, Work
+from redflow.engine.board import Board, Work
+from redflow.engine.claimer import Claimers
 from redflow.store.slot_connection import SlotConnection
 
 
@@ -38,8 +39,9 @@ class Slots:
     def _do(self, work: Work) -> None:
         ready, processing = self.keys.queue_ready(work.queue), self.keys.queue_processing(work.queue)
         run_id = work.run_id or self.r.lmove(ready, processing, "RIGHT", "LEFT")
+        if work.run_id is None:
+            self.board.taken(work.queue, left=-1 if run_id is None else self.r.llen(ready))
         if run_id is None:
-            self.board.drained(work.queue)
             return
         self.seen_in_processing.append(run_id in self.r.lrange(processing, 0, -1))
         self.settled.append((work.queue, run_id, "claimed" if work.run_id else "taken"))
@@ -59,7 +61,8 @@ def fleet(redis_url: str, prefix: str, r: redis.Redis):
 
     def start(queues: list[str], slots: int, *, timeout_s: float = 0.2, gate: Event | None = None) -> tuple[Claimers, Slots]:
         board = Board(queues)
-        claimers = Claimers(board, Keys(prefix), queues, lambda: SlotConnection(source), r.client_unblock, timeout_s=timeout_s)
+        unblock = lambda blocked: [r.client_unblock(client_id) for _, client_id in blocked]  # noqa: E731
+        claimers = Claimers(board, Keys(prefix), queues, lambda: SlotConnection(source), unblock, timeout_s=timeout_s)
         stand_ins = Slots(board, r, Keys(prefix), slots, gate)
         started.append((claimers.start(), stand_ins))
         return claimers, stand_ins

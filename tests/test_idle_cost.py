@@ -12,7 +12,6 @@ the pause it asks for after it.
 from __future__ import annotations
 
 import gevent
-import pytest
 from helpers import wait_until
 
 from redflow.bench.idle_cost import connected_clients, count_idle, loop_costs, queue_registry
@@ -28,11 +27,7 @@ MAX_CONNECTIONS = 60
 #: The background loops' share of MAX_COMMANDS_PER_S (the claim of 50 queues needs the rest).
 MAX_LOOP_COMMANDS_PER_S = 50
 
-PHASE_B = "issue 34 phase B: today every idle slot polls every queue (~49,000 commands/s over 517 connections with 50 queues)"
 
-
-@pytest.mark.heavy  # until phase B: ~49,000 commands/s keep its redis-server busy
-@pytest.mark.xfail(strict=True, reason=PHASE_B)
 def test_an_idle_worker_of_500_slots_on_50_queues_sends_at_most_100_commands_a_second_over_60_connections(start, client, redis_url):
     registry = queue_registry(QUEUES)
     client.sync_registry(registry)
@@ -48,7 +43,6 @@ def test_an_idle_worker_of_500_slots_on_50_queues_sends_at_most_100_commands_a_s
     assert idle.connections <= MAX_CONNECTIONS
 
 
-@pytest.mark.xfail(strict=True, reason=PHASE_B + "; the loops alone send ~615 commands/s, most of them one or more per queue per pass")
 def test_the_background_loops_of_an_idle_worker_on_50_queues_send_at_most_50_commands_a_second(client, redis_url):
     registry = queue_registry(QUEUES)
     client.sync_registry(registry)

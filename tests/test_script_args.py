@@ -97,8 +97,8 @@ TABLE = {
         {"run_key": K.run("run_1", Q), "done_key": K.run_done("run_1", Q), "queue_scheduled_key": K.queue_scheduled(Q),
          "lease_key": K.run_lease("run_1", Q), "processing_key": K.queue_processing(Q), "prioritized_key": K.queue_prioritized(Q),
          "run_id": "run_1", "now": "3", "reason": "why", "error_json": "err", "wake_ttl": str(WAKE_TTL_MS),
-         "run_prefix": K.run_prefix(Q)},
-        {("KEYS", 2): K.all_runs_status(Q), ("KEYS", 13): TERMINAL},
+         "run_prefix": K.run_prefix(Q), "notices_key": K.cancel_notices(Q)},
+        {("KEYS", 2): K.all_runs_status(Q), ("KEYS", 14): TERMINAL},
     ),
     "retry_run": (
         lambda s: s.retry_run(run_id="run_1", queue=Q, now_ms=3, index_keys=TERMINAL),

@@ -1,7 +1,7 @@
 """The three measurements of ``redflow-gevent bench``.
 
-- **drain**: N runs wait in a staging list while the worker warms up (every
-  slot blocked in its claim); one RENAME hands them all over at once, and the
+- **drain**: N runs wait in a staging list while the worker warms up (its
+  claimer blocked on the queue); one RENAME hands them all over at once, and the
   worker drains them: throughput, dequeue-to-finalize under full load, Redis
   commands and round trips per run, worker and Redis CPU per 1,000 runs,
   and the bytes Redis keeps per finished run once the drains are over.
@@ -36,7 +36,7 @@ from redflow.handle import RunHandle
 from redflow.ops.control.prefix import delete_prefix
 from redflow.store.connection import create_redis
 
-#: How long the worker gets to have every slot blocked in its claim before a drain.
+#: How long the worker gets to have its claimer blocked on the queue before a drain.
 WARM_TIMEOUT_S = 60.0
 #: Before Redis's memory is read after a drain: its clients cron has then
 #: counted every client's buffers, which the figure leaves out.
@@ -148,12 +148,13 @@ def preload(bench: Bench, count: int) -> Staged:
 
 
 def wait_warm(bench: Bench) -> None:
-    """Until every slot of the worker is blocked in BLMOVE on the (empty) ready list."""
+    """Until the worker's claimer of the bench's queue is blocked in BLMOVE on the (empty)
+    ready list (its idle slots wait on the worker's board, without a connection)."""
     deadline = time.monotonic() + WARM_TIMEOUT_S
-    while bench.probe.sample().blocked_clients < bench.concurrency:
+    while bench.probe.sample().blocked_clients < 1:
         bench.worker.done_count()  # raises if a worker subprocess died
         if time.monotonic() > deadline:
-            raise BenchTimeout(f"the worker's {bench.concurrency} slots were not all waiting after {WARM_TIMEOUT_S:.0f}s")
+            raise BenchTimeout(f"the worker's claimer was not waiting after {WARM_TIMEOUT_S:.0f}s")
         gevent.sleep(0.05)
 
 

@@ -125,6 +125,12 @@ class Keys:
         """string: ``lease_<uuid>`` of the worker executing the run, with PX."""
         return f"{self.run_prefix(queue)}{run_id}:lease"
 
+    def cancel_notices(self, queue: str | None = None) -> str:
+        """zset (redflow-gevent extension): run id -> ms a cancel of it was requested while it ran
+        (cluster: of one queue); lease keepers read it once a tick instead of every run's hash.
+        Entries go after a minute, and the key a minute after its last one (cancel_run.lua)."""
+        return self._scoped(queue) + "cancel-notices"
+
     def run_children(self, run_id: str, queue: str | None = None) -> str:
         """zset (redflow-gevent extension): child run id -> createdAt ms, the runs
         started with this run as their parent (``parentRunId``); ``queue`` is the

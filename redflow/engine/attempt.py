@@ -109,7 +109,9 @@ class Attempt:
         self._fence: Fence | None = None  # made by the first step or child run that needs it
         #: Whether settling may claim and start the next run of the queue, and what it claimed.
         self.claim_next = claim_next
+        self.decide_next: Callable[[], bool] | None = None  # asked at the settle instead of claim_next, if set
         self.next_claim: Claimed | None = None
+        self.found_empty = False  # its settle looked for the queue's next run and found none
         #: A run_workflows child: (parent id, parent queue), told when this run ends.
         self.parent_link: tuple[str, str] | None = None
         self._cleanup = True
@@ -276,6 +278,8 @@ class Attempt:
         settled = self.store.scripts.settle_run(request, conn=self.conn)
         if settled.next is not None:
             self.next_claim = Claimed(self.queue, settled.next.run_id, request.next_token, settled.next.start, sent_ms, time.time())
+        else:
+            self.found_empty = bool(request.next_token)
         final = settled.status
         if final == "stale":
             self.rt.keeper.report_lost(self.lease, "its settle was refused: another worker owns the run now; not finalizing")
@@ -289,6 +293,9 @@ class Attempt:
         if final == "canceled" and not isinstance(outcome, Canceled):
             return Canceled(CanceledError())
         return outcome
+
+    def _claims_next(self) -> bool:
+        return self.claim_next if self.decide_next is None else self.decide_next()
 
     def _settle_request(self, outcome: Outcome, status: str) -> tuple[SettleRequest, float]:
         """The settle of ``outcome``, and when it is sent (monotonic ms: a next run's lease counts from it)."""
@@ -305,7 +312,7 @@ class Attempt:
             # over; the lease key is read too only when ours may have lapsed.
             check_lease=sent_ms - self.lease.renewed_at_ms >= rt.lease_ms / 2,
             cleanup=self._cleanup,
-            next_token=new_id("lease") if self.claim_next and not rt.stopping() else "",
+            next_token=new_id("lease") if not rt.stopping() and self._claims_next() else "",
             index_keys=self.store.keys.terminal_index_keys(self.info.workflow, self.info.tags, self.queue),
             limited=rt.limited,
         )

@@ -2,9 +2,11 @@
 
 Every ``heartbeat_s`` seconds a worker writes its record (``P:worker:<id>``,
 a JSON string with PX, and its id in the ``P:workers`` index), samples the
-length of its queues' ready lists, and adds what it counted since the last
-beat to the chart buckets (:mod:`redflow.core.tally`): one pipelined round
-trip per beat, none per run. A graceful stop deletes the record; a worker
+length of DEPTH_SAMPLES of its queues' ready lists (in turn: a queue's depth
+is sampled every few beats, so a beat's cost does not grow with the
+queues), and adds what it counted since the last beat to the chart buckets
+(:mod:`redflow.core.tally`; a depth is written when it changed): one
+pipelined round trip per beat, none per run. A graceful stop deletes the record; a worker
 that dies without one is shown as lost until its record expires.
 
 The attempts are counted in memory by :meth:`Heartbeat.count`, which the
@@ -37,6 +39,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("redflow.heartbeat")
 
 DEFAULT_BEAT_S = 2.0
+#: Ready lists a beat samples the length of (in turn over the worker's queues).
+DEPTH_SAMPLES = 5
 #: How long a record outlives its worker's last beat (so a lost worker stays visible that long).
 RECORD_TTL_S = 300.0
 #: Outcomes whose attempt ran the handler: their durations are charted.
@@ -88,6 +92,8 @@ class Heartbeat:
         self._counts: dict[tuple[str, int, str], int] = {}  # (kind, bin, workflow) -> attempts, since the last flush
         self._unsent: Counter[str] = Counter()  # fields of a flush that did not get through
         self._depth: dict[tuple[str, int, str], int] = {}  # (window, bucket start, queue) -> highest sample
+        self._depth_sent: dict[tuple[str, int, str], int] = {}  # what the buckets hold of them
+        self._sampled = 0  # where the turn of depth samples is
         self.beats = 0
         self.loop: Loop | None = None
 
@@ -136,16 +142,19 @@ class Heartbeat:
         pipe.set(keys.worker(self.id), self.record(now_ms).to_json(), px=self._ttl_ms)
         pipe.zadd(keys.workers(), {self.id: now_ms})
         pipe.zremrangebyscore(keys.workers(), "-inf", now_ms - self._ttl_ms)
-        for queue in self.queues:
+        sampled = self._next_samples()
+        for queue in sampled:
             pipe.llen(keys.queue_ready(queue))
         counts = self._take_counts()
+        changed = {key: n for key, n in self._depth.items() if self._depth_sent.get(key) != n}
         try:
-            write_tallies(pipe, keys, now_ms, counts, self._depth)
+            write_tallies(pipe, keys, now_ms, counts, changed)
             replies = pipe.execute()
         except RedisError:
             self._unsent.update(counts)  # sent again at the next beat that gets through
             raise
-        self._sample_depth(now_ms, replies[3 : 3 + len(self.queues)])
+        self._depth_sent.update(changed)
+        self._sample_depth(now_ms, sampled, replies[3 : 3 + len(sampled)])
         self.beats += 1
         return self.beat_s
 
@@ -157,14 +166,25 @@ class Heartbeat:
             fields[tally.histogram_field(kind, index, workflow)] += n
         return fields
 
-    def _sample_depth(self, now_ms: int, lengths: list[Any]) -> None:
+    def _next_samples(self) -> list[str]:
+        """The queues whose depth this beat samples: DEPTH_SAMPLES of them, in turn."""
+        queues = self.queues
+        if len(queues) <= DEPTH_SAMPLES:
+            return list(queues)
+        start, self._sampled = self._sampled, (self._sampled + DEPTH_SAMPLES) % len(queues)
+        return [queues[(start + offset) % len(queues)] for offset in range(DEPTH_SAMPLES)]
+
+    def _sample_depth(self, now_ms: int, queues: list[str], lengths: list[Any]) -> None:
         """Keep the highest ready length of each queue per bucket (written at the next beat)."""
         for name, resolution in tally.RESOLUTIONS.items():
             start = resolution.start_of(now_ms)
-            for queue, length in zip(self.queues, lengths):
+            for queue, length in zip(queues, lengths):
                 key = (name, start, queue)
                 self._depth[key] = max(self._depth.get(key, 0), int(length))
-        self._depth = {k: v for k, v in self._depth.items() if k[1] >= tally.RESOLUTIONS[k[0]].start_of(now_ms)}
+        current = {k: v for k, v in self._depth.items() if k[1] >= tally.RESOLUTIONS[k[0]].start_of(now_ms)}
+        # a bucket past is written one last time (its last sample) before it is dropped
+        self._depth = current | {k: v for k, v in self._depth.items() if self._depth_sent.get(k) != v}
+        self._depth_sent = {k: v for k, v in self._depth_sent.items() if k in self._depth}
 
     def goodbye(self) -> None:
         """Flush what is left and delete the record (a graceful stop)."""

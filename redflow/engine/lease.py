@@ -1,12 +1,16 @@
 """The lease keeper: one greenlet per worker watches every in-flight attempt.
 
 Per tick (100 ms by default) it sends one pipeline for all attempts that
-need it: lease renewals (each lease once per ``lease_ms / 2``), cancel
-checks (``cancelRequestedAt``, for attempts older than one tick) and
-``running`` markers for steps that take longer than a tick; an attempt
-whose run's ``timeout`` passed is stopped (no Redis command: the deadline
-came with the run). Runs that finish within a tick cost nothing here,
-which keeps the hot path at three round trips per run. Two failed renewals in a row, or a renewal refused because
+need it: lease renewals (each lease once per ``lease_ms / 2``), the cancel
+notices (``cancel_run.lua`` notes a cancel of a running run in one key: a
+tick reads the notices of the last seconds in one command, or one per
+queue on a cluster, whatever the runs in flight; a notice for a run here
+is confirmed by its ``cancelRequestedAt`` at the next tick), each run's
+``cancelRequestedAt`` with its renewal (a cancel another client wrote
+without a notice), and ``running`` markers for steps that take longer
+than a tick; an attempt whose run's ``timeout`` passed is stopped (no
+Redis command: the deadline came with the run). Runs that finish within a
+tick cost nothing here. Two failed renewals in a row, or a renewal refused because
 the lease is not ours any more, stop the attempt as "lease lost".
 """
 
@@ -34,6 +38,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("redflow.lease")
 
 MAX_RENEW_FAILURES = 2
+#: A tick reads the cancel notices of the last this many ms (a notice written with a clock a little behind is still seen).
+NOTICE_MARGIN_MS = 2000
 
 
 def _mono_ms() -> float:
@@ -95,6 +101,8 @@ class LeaseKeeper:
         self.renew_every_ms = lease_ms / 2
         self.tick_ms = max(10, min(tick_ms, lease_ms // 4))
         self._leases: dict[int, Lease] = {}
+        self._notices_since: dict[str, int] = {}  # notices key -> where the next read starts (Redis ms)
+        self._confirm: list[Lease] = []  # leases a notice named: their run's cancelRequestedAt is read next tick
         self._stop = Event()
         self._greenlet: gevent.Greenlet | None = None
         self.renewals_lost = 0
@@ -135,7 +143,7 @@ class LeaseKeeper:
     def tick(self) -> None:
         mono_ms = _mono_ms()
         renew: list[Lease] = []
-        watch: list[Lease] = []
+        watch_now: list[Lease] = []
         markers: list[tuple[Lease, Any]] = []
         wall_ms = self._now_ms()
         for lease in list(self._leases.values()):
@@ -147,11 +155,13 @@ class LeaseKeeper:
             if mono_ms - lease.renewed_at_ms >= self.renew_every_ms:
                 renew.append(lease)
             if mono_ms - lease.tracked_at_ms >= self.tick_ms:
-                watch.append(lease)
+                watch_now.append(lease)
             for step in lease.running_steps.values():
                 if not step.marked and wall_ms - step.started_at_ms >= self.tick_ms:
                     markers.append((lease, step))
-        if not (renew or watch or markers):
+        watch, self._confirm = [*renew, *(lease for lease in self._confirm if lease not in renew)], []
+        notices = self._notice_keys(watch_now)
+        if not (renew or watch or markers or notices):
             return
         pipe = self._scripts.batch()
         keys = self._scripts.keys
@@ -170,6 +180,9 @@ class LeaseKeeper:
                 marker_started_at_ms=step.started_at_ms,
                 conn=pipe,
             )
+        for key in notices:  # last: their replies are the tail
+            pipe.zrangebyscore(key, self._notices_since.get(key, wall_ms - NOTICE_MARGIN_MS), "+inf")
+            self._notices_since[key] = wall_ms - NOTICE_MARGIN_MS
         try:
             replies = pipe.execute(raise_on_error=False)
         except RedisError as exc:
@@ -178,6 +191,23 @@ class LeaseKeeper:
                 self._renew_failed(lease, exc)
             return
         self._apply(renew, watch, markers, replies, mono_ms)
+        self._noticed(watch_now, replies[len(replies) - len(notices) :])
+
+    def _notice_keys(self, leases: list[Lease]) -> list[str]:
+        """The cancel notices keys to read this tick: one, or on a cluster one per queue of ``leases``."""
+        keys = self._scripts.keys
+        if not leases:
+            return []
+        if not keys.cluster:
+            return [keys.cancel_notices()]
+        return sorted({keys.cancel_notices(lease.queue) for lease in leases})
+
+    def _noticed(self, leases: list[Lease], replies: list[Any]) -> None:
+        """Runs a notice names: their ``cancelRequestedAt`` is read at the next tick (a notice may
+        be an earlier attempt's, a minute old at most), which stops them if it is set."""
+        named = {run_id for reply in replies if isinstance(reply, list) for run_id in reply}
+        if named:
+            self._confirm.extend(lease for lease in leases if lease.run_id in named and self._still_tracked(lease))
 
     def _apply(self, renew: list[Lease], watch: list[Lease], markers: list[tuple[Lease, Any]], replies: list[Any], mono_ms: float) -> None:
         replies_iter = iter(replies)

@@ -23,6 +23,7 @@ from redflow.core.flow import limits_spec
 from redflow.core.keys import new_id
 from redflow.core.models import RunField
 from redflow.core.workflow_def import Registry
+from redflow.engine.loops import Rotation
 from redflow.store.payloads import read_blobs
 from redflow.store.port import Store
 from redflow.store.replies import StartReply
@@ -33,6 +34,8 @@ log = logging.getLogger("redflow.limits")
 
 #: The start scripts' word for "this run has no limits" (it starts as it is).
 NO_LIMITS = "-"
+#: Prioritized sets a pass looks at for a lost marker (in turn over the worker's queues).
+MARKER_QUEUES_PER_PASS = 8
 
 
 def limited_names(registry: Registry) -> str:
@@ -65,11 +68,13 @@ def start_admitted(
 
 class FlowSweeper:
     """One pass per interval: heal limits with held runs (one worker per pass
-    and scope, by a lock that expires), restore lost priority markers."""
+    and scope, by a lock that expires), restore lost priority markers (of
+    MARKER_QUEUES_PER_PASS queues a pass, in turn)."""
 
     def __init__(self, store: Store, queues: list[str], *, interval_s: float) -> None:
         self.store = store
         self.queues = sorted(set(queues))
+        self._rotation = Rotation(self.queues, MARKER_QUEUES_PER_PASS)
         self.interval_s = interval_s
         self._token = new_id("limitslock")
         self.woken = 0
@@ -82,10 +87,11 @@ class FlowSweeper:
 
     def _restore_markers(self) -> None:
         keys, scripts = self.store.keys, self.store.scripts
+        queues = self._rotation.next()
         pipe = self.store.pipeline()
-        for queue in self.queues:
+        for queue in queues:
             pipe.zcard(keys.queue_prioritized(queue))
-        for queue, waiting in zip(self.queues, pipe.execute()):
+        for queue, waiting in zip(queues, pipe.execute()):
             if waiting and scripts.ensure_marker(queue=queue):
                 log.warning(
                     "queue %r: %d prioritized run(s) had no marker in ready (a worker that knows no priorities dropped it?); put it back",

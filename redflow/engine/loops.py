@@ -32,13 +32,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("redflow.loops")
 
+#: Processing lists a reaper pass scans (in turn over the worker's queues).
+REAPER_QUEUES_PER_PASS = 3
 BACKOFF_MIN_S = 0.1
 BACKOFF_MAX_S = 5.0
-PROMOTE_BATCH = 100
-PROMOTER_IDLE_S = 0.25
-PROMOTER_MAX_SLEEP_S = 1.0
-CRON_LOCK_MS = 2000
-CRON_MAX_SLEEP_S = 0.5
+CRON_LOCK_MS = 3000
+CRON_MAX_SLEEP_S = 1.0  # the leader's longest sleep (it renews its lock each pass)
+CRON_FOLLOWER_S = 1.0  # how often another worker tries to lead
 CRON_BATCH = 20
 
 
@@ -94,79 +94,56 @@ class Loop:
             self._wake.clear()
 
 
-class Promoter:
-    """Due scheduled runs (delays, retries) -> queued, pushed to ready.
+class Rotation:
+    """The worker's queues a few at a time, in turn: a background pass that reads
+    something of each queue costs Redis ``per_pass`` commands, not one per queue."""
 
-    Each due run moves in one atomic script, so a crash mid-batch loses
-    nothing (the seed popped a batch first). Sleeps until the next due time,
-    at most 1 s; a local retry wakes it early."""
+    def __init__(self, queues: list[str], per_pass: int) -> None:
+        self.queues = list(queues)
+        self.per_pass = max(1, per_pass)
+        self._next = 0
 
-    def __init__(self, store: Store, queues: list[str]) -> None:
-        self.store = store
-        self.queues = queues
-        self.next_wake_ms = 0
-        self.loop: Loop | None = None
-
-    def wake_for(self, due_ms: int) -> None:
-        if self.loop is not None and (self.next_wake_ms == 0 or due_ms < self.next_wake_ms):
-            self.loop.wake()
-
-    def step(self) -> float:
-        keys, store = self.store.keys, self.store
-        now_ms = store.now_ms()
-        pipe = store.pipeline()
-        for queue in self.queues:
-            pipe.zrangebyscore(keys.queue_scheduled(queue), "-inf", now_ms, start=0, num=PROMOTE_BATCH)
-            pipe.zrange(keys.queue_scheduled(queue), 0, 0, withscores=True)
-        replies = pipe.execute()
-        promote = store.batch()
-        full_batch = False
-        next_due: float | None = None
-        for index, queue in enumerate(self.queues):
-            due, head = replies[2 * index], replies[2 * index + 1]
-            full_batch = full_batch or len(due) >= PROMOTE_BATCH
-            for run_id in due:
-                store.scripts.promote_run(run_id=run_id, queue=queue, now_ms=now_ms, conn=promote)
-            if head and head[0][1] > now_ms:
-                next_due = head[0][1] if next_due is None else min(next_due, head[0][1])
-        if len(promote):
-            promote.execute()
-        if full_batch:
-            return 0.0
-        if next_due is None:
-            self.next_wake_ms = now_ms + int(PROMOTER_IDLE_S * 1000)
-            return PROMOTER_IDLE_S
-        sleep_s = min(PROMOTER_MAX_SLEEP_S, max(0.01, (next_due - store.now_ms()) / 1000.0))
-        self.next_wake_ms = now_ms + int(sleep_s * 1000)
-        return sleep_s
+    def next(self) -> list[str]:
+        """The next ``per_pass`` queues (all of them when there are no more)."""
+        if len(self.queues) <= self.per_pass:
+            return list(self.queues)
+        start, self._next = self._next, (self._next + self.per_pass) % len(self.queues)
+        return [self.queues[(start + offset) % len(self.queues)] for offset in range(self.per_pass)]
 
 
 class Reaper:
     """Runs in processing lists whose lease is gone go back to ready.
 
     A claimed run sits in processing for a moment before its lease is set,
-    so only entries already there at the previous scan are checked: most
-    runs come and go between two scans and cost the reaper nothing."""
+    so only entries already there at the previous scan of their queue are
+    checked: most runs come and go between two scans and cost the reaper
+    nothing. A pass scans REAPER_QUEUES_PER_PASS queues in turn (a worker of
+    many queues recovers a dead worker's runs a few passes later, not at
+    the cost of one command per queue per pass)."""
 
     def __init__(self, store: Store, queues: list[str], interval_ms: int, observers: Observers | None = None) -> None:
         self.store = store
         self.queues = queues
         self.interval_s = interval_ms / 1000.0
         self._observers = observers or Observers()
-        self._seen: set[tuple[str, str]] = set()
+        self._rotation = Rotation(queues, REAPER_QUEUES_PER_PASS)
+        self._seen: dict[str, set[str]] = {}  # queue -> its processing entries at its last scan
         self.recovered = 0
 
     def step(self) -> float:
         keys, store = self.store.keys, self.store
+        queues = self._rotation.next()
         pipe = store.pipeline()
-        for queue in self.queues:
+        for queue in queues:
             pipe.lrange(keys.queue_processing(queue), 0, -1)
-        entries = {(queue, run_id) for queue, ids in zip(self.queues, pipe.execute()) for run_id in ids}
-        for queue in {queue for queue, run_id in entries if NOT_AN_ID in run_id}:
+        scanned = dict(zip(queues, (set(ids) for ids in pipe.execute())))
+        for queue in [queue for queue, ids in scanned.items() if any(NOT_AN_ID in run_id for run_id in ids)]:
             drop_invalid_entries(store, queue, who="reaper: ")
-        entries = {entry for entry in entries if NOT_AN_ID not in entry[1]}
-        lingering = sorted(entries & self._seen)
-        self._seen = entries
+        lingering: list[tuple[str, str]] = []
+        for queue, ids in scanned.items():
+            ids = {run_id for run_id in ids if NOT_AN_ID not in run_id}
+            lingering.extend((queue, run_id) for run_id in sorted(ids & self._seen.get(queue, set())))
+            self._seen[queue] = ids
         if not lingering:
             return self.interval_s
         check = store.pipeline()
@@ -218,9 +195,12 @@ class CronScheduler:
             if self.is_leader:
                 log.info("cron: this worker leads the cron triggers and schedules")
         if not self.is_leader:
-            return 0.25
+            return CRON_FOLLOWER_S
         now_ms = self.store.now_ms()
-        due = redis.zrangebyscore(keys.cron_next(), "-inf", now_ms, start=0, num=CRON_BATCH, withscores=True)
+        head = redis.zrange(keys.cron_next(), 0, 0, withscores=True)
+        due: list[tuple[str, float]] = []
+        if head and head[0][1] <= now_ms:  # (idle: the head is all a pass reads)
+            due = redis.zrangebyscore(keys.cron_next(), "-inf", now_ms, start=0, num=CRON_BATCH, withscores=True)
         paused = redis.hmget(keys.cron_paused(), [cron_id for cron_id, _ in due]) if due else []
         for (cron_id, fire_ms), paused_at in zip(due, paused):
             if paused_at is not None:  # paused (cron pause) yet back on the schedule: take it off again
@@ -229,7 +209,8 @@ class CronScheduler:
             self._fire(redis, cron_id, int(fire_ms), now_ms)
         schedules_s = self.schedules.step()
         sleep_s = CRON_MAX_SLEEP_S if schedules_s is None else min(CRON_MAX_SLEEP_S, schedules_s)
-        head = redis.zrange(keys.cron_next(), 0, 0, withscores=True)
+        if due:
+            head = redis.zrange(keys.cron_next(), 0, 0, withscores=True)
         if not head:
             return sleep_s
         due_ms: float = head[0][1]

@@ -33,7 +33,7 @@ log = logging.getLogger("redflow.parking")
 #: The error a parked run gets when a cancel was pending as it parked.
 CANCELED_JSON = cancel_error_json(None)
 SCHEDULED_EVENTS_BATCH = 50
-SCHEDULED_EVENTS_IDLE_S = 1.0
+SCHEDULED_EVENTS_IDLE_S = 2.0  # the longest a pass sleeps (an event scheduled meanwhile waits that long at most)
 
 
 def after_end(store: Store, run_id: str, final: str, parent_link: tuple[str, str] | None, log_extra: Callable[[], dict[str, Any]]) -> None:

@@ -42,11 +42,11 @@ from redflow.store.reads import known_queues
 
 log = logging.getLogger("redflow.retention")
 
-INTERVAL_S = 1.0
+INTERVAL_S = 5.0
 PAGE = 500
 MIN_LANE_PAGE = 50
 LOCK_MS = 10_000
-TABLE_TTL_S = 10.0
+TABLE_TTL_S = 60.0  # one HGET per workflow: a changed retention applies within a minute
 #: Stands for "workflows that stored no retention" in a lane's members.
 DEFAULT_MEMBER = "*"
 

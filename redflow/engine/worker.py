@@ -1,10 +1,12 @@
 """The gevent worker: lifecycle, consumer slots and the claim.
 
-Each slot is a greenlet with its own Redis connection that loops: claim a
-run (a non-blocking LMOVE probe over all queues in round-robin order, then
-a BLMOVE on one rotating queue), execute one attempt, settle it. Beside the
-slots run the lease keeper, the promoter, the reaper, the sweepers and the
-cron scheduler.
+Each slot is a greenlet that loops: get work from the board (a run one of
+the worker's claimers, one per queue, moved into processing, or a queue
+known to hold runs: engine/claimer.py), execute one attempt, settle it (the
+settle claims the slot's next run of the same queue). An idle slot waits on
+the board without a connection of its own; a busy one sends its commands on
+a connection it shares with other slots. Beside the slots run the claimers,
+the lease keeper, the promoter, the reaper, the sweepers and the cron scheduler.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from typing import Any
 import gevent
 from gevent import monkey
 from gevent.event import Event
-from redis.exceptions import RedisError
 
 from redflow.client import RedflowClient, set_default_client
 from redflow.core.errors import RedflowError
@@ -28,30 +29,31 @@ from redflow.core.retention import Retention
 from redflow.core.version import VERSION
 from redflow.core.workflow_def import Registry, get_default_registry
 from redflow.engine.attempt import Attempt, Runtime
+from redflow.engine.board import Board
 from redflow.engine.claim import SlotClaimer
-from redflow.engine.decide import Abandoned, Canceled, Failed, Outcome, Retrying, Skipped
+from redflow.engine.claimer import Claimers
+from redflow.engine.decide import Outcome
 from redflow.engine.heartbeat import DEFAULT_BEAT_S, Heartbeat, WorkerStatus
 from redflow.engine.interrupts import WORKER_STOPPED
 from redflow.engine.lease import LeaseKeeper
 from redflow.engine.limits import FlowSweeper, limited_names
-from redflow.engine.loops import BACKOFF_MAX_S, CronScheduler, Loop, Promoter, Reaper
+from redflow.engine.loops import CronScheduler, Loop, Reaper
 from redflow.engine.observers import Observers, global_observers
+from redflow.engine.outcome_log import log_outcome
 from redflow.engine.parking import ScheduledEvents
+from redflow.engine.promoter import Promoter
 from redflow.engine.retention import RetentionCleaner
+from redflow.engine.slot import Slot
 from redflow.engine.sweeper import OrphanSweeper
 from redflow.store.connection import create_redis, resolve_default_retention, resolve_interop, resolve_prefix, resolve_refuse_evicting
 from redflow.store.memory import check_eviction_policy
 from redflow.store.mux_connection import Connection, shared_connections
 from redflow.store.port import Store
-from redflow.store.slot_connection import ClusterSlotConnection, SlotConnection, slot_connection
+from redflow.store.slot_connection import slot_connection, unblock_clients
 from redflow.store.targets import Targets
 
 log = logging.getLogger("redflow.worker")
 
-SLOT_BACKOFF_MIN_S = 0.05
-#: A slot of a worker with several queues takes at most this many runs in a row
-#: from one queue through its settles before it looks at the others again.
-MAX_QUEUE_STREAK = 16
 WATCHDOG_INTERVAL_S = 1.0
 REGISTRY_CHECK_S = 10.0
 #: After the stop timeout, how long interrupted runs get to unwind and release their leases.
@@ -73,7 +75,7 @@ class WorkerOptions:
     #: Retention of runs of workflows that stored none; None: $REDFLOW_RUN_RETENTION_DAYS or the default.
     default_retention: Retention | None = None
     clean_retention: bool = True  # run the retention cleaner (one worker at a time cleans)
-    retention_interval_s: float = 1.0
+    retention_interval_s: float = 5.0
     #: Refuse to start on a Redis that may evict; None: $REDFLOW_REFUSE_EVICTING_REDIS.
     refuse_evicting_redis: bool | None = None
     #: Slots share a few pipelined connections (False: one connection per slot, as before 0.2).
@@ -125,7 +127,17 @@ class Worker:
         self.id = new_id("worker")
         self._add_roles(store, client.targets)
         limited = limited_names(registry)
-        self.claimer = SlotClaimer(store, self.queues, options, limited=limited, observers=self.observers, stopping=self._stopping)
+        self.claimer = SlotClaimer(store, options, limited=limited, observers=self.observers)
+        self.board = Board(self.queues, options.concurrency)
+        redis = store.redis
+        self.claimers = Claimers(
+            self.board,
+            store.keys,
+            self.queues,
+            lambda: slot_connection(redis),
+            lambda blocked: unblock_clients(redis, blocked),
+            timeout_s=options.blmove_timeout_s,
+        )
         self.runtime = Runtime(
             store=store,
             client=client,
@@ -208,17 +220,21 @@ class Worker:
             self._loops.append(Loop("cron", self.cron.step, self._loops_stop, on_noscript=reload).start())
         if self.options.clean_retention:
             self._loops.append(Loop("retention", self.retention.step, self._loops_stop, on_noscript=reload).start())
-        # Slots share a few pipelined connections for their calls (store/mux_connection.py);
-        # each keeps one of its own for blocking claims. All are opened by their first command.
+        # Slots share a few pipelined connections for their calls (store/mux_connection.py;
+        # TLS: one each); the claimers block, one connection per queue. All open at their first command.
         shared = shared_connections(self.store.redis, self.options.concurrency) if self.options.share_connections else []
         self._slot_conns.extend(shared)
-        for _ in range(self.options.concurrency):
-            index = self.claimer.add_slot()
-            blocking = slot_connection(self.store.redis)
-            self._slot_conns.append(blocking)
-            slot = gevent.spawn(self._slot, index, shared[index % len(shared)] if shared else blocking, blocking)
+        for index in range(self.options.concurrency):
+            conn = shared[index % len(shared)] if shared else slot_connection(self.store.redis)
+            if not shared:
+                self._slot_conns.append(conn)
+            loop = Slot(index, conn, board=self.board, claimer=self.claimer, runtime=self.runtime,
+                        run_attempt=self._run_attempt, stopping=self._stopping)  # fmt: skip
+            slot = gevent.spawn(loop.run)
             slot.name = f"redflow-slot-{index}"
             self._slots.append(slot)
+        self._slot_conns.extend(claimer.conn for claimer in self.claimers.claimers)
+        self.claimers.start()
         log.info("worker started: queues=%s concurrency=%d prefix=%s", self.queues, self.options.concurrency, self.client.prefix)
         return self
 
@@ -231,8 +247,7 @@ class Worker:
         self._stopping.set()
         if self.heartbeat.loop is not None:
             self.heartbeat.loop.wake()  # its record says "stopping" while runs drain
-        for conn in self._slot_conns:
-            conn.stop_blocking()  # a slot waiting in BLMOVE gets "nothing" at once and leaves
+        self.claimers.stop()  # idle slots get "nothing" from the board at once and leave
         if self._inflight:
             self._drained.clear()
             self._drained.wait(timeout)
@@ -265,48 +280,13 @@ class Worker:
         return bool(self._stopped.wait(timeout))
 
     # -- slots ----------------------------------------------------------------
-    def _slot(self, index: int, conn: Connection, blocking: SlotConnection | ClusterSlotConnection) -> None:
-        """Claim, lease, run, settle. A settle also claims and starts the slot's
-        next run of the same queue, so a busy slot costs one round trip per run;
-        an empty queue is waited on with BLMOVE."""
-        backoff = SLOT_BACKOFF_MIN_S
-        attempt: Attempt | None = None
-        streak = 0  # runs in a row from one queue (a multi-queue slot then looks at the others)
-        while True:
-            try:
-                if attempt is None:
-                    if self._stopping.is_set():
-                        return
-                    claimed = self.claimer.claim(index, conn, blocking)
-                    if claimed is None:
-                        continue
-                    streak = 0
-                    attempt = Attempt(self.runtime, conn, claimed)
-                streak += 1
-                attempt.claim_next = len(self.queues) == 1 or streak < MAX_QUEUE_STREAK
-                attempt = self._run_attempt(attempt)
-                backoff = SLOT_BACKOFF_MIN_S
-            except RedisError as exc:
-                attempt = None  # a next run claimed by a lost reply is recovered by the reaper
-                log.warning("slot %d: Redis error (%s); retrying in %.2fs", index, exc, backoff)
-                self._stopping.wait(backoff)
-                backoff = min(backoff * 2, BACKOFF_MAX_S)
-            except Exception:  # defensive: one bad run must never stop the slot
-                attempt = None
-                log.exception("slot %d: unexpected error", index)
-                self._stopping.wait(backoff)
-                backoff = min(backoff * 2, BACKOFF_MAX_S)
-
     def _resync_if_lost(self) -> float:
         """Sync the registry again when its metadata vanished from Redis (a
         Redis restarted without persistence): clients find workflows by name
         and the cron scheduler its triggers there."""
         names = [wf.name for wf in self.registry.list()]
-        if names:
-            pipe = self.store.pipeline()
-            for name in names:
-                pipe.exists(self.store.keys.workflow(name))
-            if not all(pipe.execute()):
+        if names:  # one command: the set of synced names goes with the metadata (a flushed Redis loses both)
+            if not all(self.store.redis.smismember(self.store.keys.workflows(), names)):
                 log.warning("workflow metadata is gone from Redis (restarted without persistence?); syncing the registry again")
                 self.client.sync_registry(self.registry)
         return REGISTRY_CHECK_S
@@ -348,32 +328,7 @@ class Worker:
     def _observe(self, attempt: Attempt, outcome: Outcome) -> None:
         self.stats[outcome.kind] += 1
         self.heartbeat.count(attempt, outcome)
-        extra = attempt.log_extra()
-        match outcome:
-            case Failed(error):
-                log.warning("run %s failed: %s: %s", attempt.run_id, type(error).__name__, error, extra=extra)
-            case Retrying(error, delay_ms):
-                log.info(
-                    "run %s attempt %d failed (%s); retry in %.2fs",
-                    attempt.run_id,
-                    attempt.info.attempt,
-                    error,
-                    delay_ms / 1000,
-                    extra=extra,
-                )
-            case Canceled():
-                log.info("run %s canceled", attempt.run_id, extra=extra)
-            case Abandoned(reason):
-                log.warning("run %s left to another worker (%s)", attempt.run_id, reason, extra=extra)
-            case Skipped("missing"):
-                log.warning(
-                    "queue %r: dropped entry %s: no such run (no run hash, or one without a status)",
-                    attempt.queue,
-                    attempt.run_id,
-                    extra=extra,
-                )
-            case _:
-                log.debug("run %s %s", attempt.run_id, outcome.kind, extra=extra)
+        log_outcome(attempt, outcome)
 
 
 def _require_gevent_patching() -> None:
@@ -401,7 +356,7 @@ def start_worker(
     cluster: bool = False,
     default_retention: Retention | None = None,
     clean_retention: bool = True,
-    retention_interval_s: float = 1.0,
+    retention_interval_s: float = 5.0,
     refuse_evicting_redis: bool | None = None,
     share_connections: bool = True,
     heartbeat_s: float = DEFAULT_BEAT_S,

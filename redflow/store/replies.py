@@ -82,11 +82,14 @@ class Claim:
 
     run_id: str
     start: StartReply
+    left: int = 0  # ``take_run``: the entries left in ready after it
 
 
 def claim_of(reply: Sequence[Any]) -> Claim | None:
     """The run a claim took and started, or None."""
-    return Claim(reply[0], StartReply.parse(reply[1])) if reply and reply[0] else None
+    if not reply or not reply[0]:
+        return None
+    return Claim(reply[0], StartReply.parse(reply[1]), int(reply[2]) if len(reply) > 2 else 0)
 
 
 @dataclass(slots=True)  # made per run: not frozen, whose __init__ costs 3x

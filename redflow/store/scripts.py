@@ -146,7 +146,7 @@ class Scripts:
         k = self.keys
         keys = [
             k.run(run_id, queue), *k.all_runs_status(queue), k.run_done(run_id, queue), k.queue_scheduled(queue),
-            k.run_lease(run_id, queue), k.queue_processing(queue), k.queue_prioritized(queue), *index_keys,
+            k.run_lease(run_id, queue), k.queue_processing(queue), k.queue_prioritized(queue), k.cancel_notices(queue), *index_keys,
         ]  # fmt: skip
         return self._call("cancel_run", keys, [run_id, now_ms, reason, error_json, WAKE_TTL_MS, k.run_prefix(queue)], conn, text)
 

@@ -73,7 +73,7 @@ class SlotConnection(ScriptRunner):
     that no half-read reply is ever reused.
     """
 
-    __slots__ = ("_conn", "_lock", "_sock", "_reader", "_encoding", "timeout_s", "deadline", "_blocking", "_stopping")
+    __slots__ = ("_conn", "_lock", "_sock", "_reader", "_encoding", "timeout_s", "deadline", "_blocking", "_stopping", "_client_id")
 
     def __init__(self, source: redis.Redis, *, timeout_s: float | None = None) -> None:
         pool = source.connection_pool
@@ -86,6 +86,13 @@ class SlotConnection(ScriptRunner):
         self.deadline = 0.0
         self._blocking = False  # waiting in a blocking command (BLMOVE)
         self._stopping = False  # set by stop_blocking(): blocking commands return None at once
+        self._client_id: int | None = None  # CLIENT ID of the socket open now (asked once per socket)
+
+    def client_id(self, key: Any = None) -> int:
+        """This connection's CLIENT ID (for CLIENT UNBLOCK); one command after each (re)connect."""
+        if self._client_id is None or self._sock is None:
+            self._client_id = int(self.execute("CLIENT", "ID"))
+        return self._client_id
 
     def execute(self, *args: Any, block_s: float = 0.0) -> Any:
         """Send one command and return its reply; ``block_s``: how long the
@@ -143,6 +150,7 @@ class SlotConnection(ScriptRunner):
 
     def _drop(self) -> None:
         self._sock = None
+        self._client_id = None
         self._reader = None
         self._conn.disconnect()
 
@@ -253,6 +261,10 @@ class ClusterSlotConnection:
             script.library.load(self._for_key(keys[0]))
             return self.execute(*script.command(keys, args))
 
+    def client_id(self, key: Any) -> int:
+        """The CLIENT ID of the connection to ``key``'s master."""
+        return self._for_key(key).client_id()
+
     def overdue(self, now: float) -> bool:
         return any(conn.overdue(now) for conn in list(self._by_node.values()))
 
@@ -269,6 +281,20 @@ class ClusterSlotConnection:
     def close(self) -> None:
         for conn in list(self._by_node.values()):
             conn.close()
+
+
+def unblock_clients(client: Any, blocked: Sequence[tuple[str, int]]) -> None:
+    """CLIENT UNBLOCK each ``(key, client_id)`` (a connection blocked on ``key``) on a pool
+    connection to the node that holds ``key`` (one round trip on a stand-alone Redis);
+    an id gone meanwhile is no error."""
+    if is_cluster(client):
+        for key, client_id in blocked:
+            client.client_unblock(client_id, target_nodes=client.get_node_from_key(key))
+        return
+    pipe = client.pipeline(transaction=False)
+    for _, client_id in blocked:
+        pipe.client_unblock(client_id)
+    pipe.execute()
 
 
 def slot_connection(client: Any) -> SlotConnection | ClusterSlotConnection:

@@ -2,18 +2,19 @@
 -- A queued or scheduled run is canceled at once, and so is a running one
 -- whose lease is gone (nobody is executing it: its worker died or stalled;
 -- a stalled one is refused at its next write). A running run whose lease is
--- held gets cancelRequestedAt, and its worker stops it. A run canceled at
+-- held gets cancelRequestedAt and a cancel notice (kept a minute), and its worker stops it. A run canceled at
 -- once leaves the prioritized zset, a held list, or (running) gives its
 -- units back (limits.lua), and its end is announced to its stream's readers (finalize.lua),
 -- and in its terminal stream if it has a ``parentRunId`` field (finalize.lua's tell_terminal);
 -- it lets go of its singleton key or debounce window (one_per_key.lua).
 -- KEYS: run, the six status zsets, done, queue scheduled, lease, queue processing, queue prioritized,
---       then the run's failed / canceled index pairs (terminal_index.lua)
+--       cancel notices, then the run's failed / canceled index pairs (terminal_index.lua)
 -- ARGV: run id, now ms, reason, errorJson, wake ttl ms, run key prefix
 -- Returns "canceled" | "requested" | "terminal" | "missing".
 local run_key = KEYS[1]
 local index = status_keys(2)
 local done_key, queue_scheduled_key, lease_key, processing_key, prioritized_key = KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12]
+local notices_key = KEYS[13]
 local run_id, now, reason, error_json, wake_ttl, run_prefix = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 
 local run = redis.call("hmget", run_key, "status", "waiters", "priority", "limitsJson", "heldBy", "streamEnabled", "streamActivePass",
@@ -29,7 +30,7 @@ redis.call("hset", run_key, "cancelRequestedAt", now, "cancelReason", reason)
 local unheld = prev == "running" and redis.call("exists", lease_key) == 0
 if prev == "queued" or prev == "scheduled" or unheld then
   finalize(run_key, index, run_id, prev, "canceled", now, "", error_json, {}, true)
-  index_terminal(13, "canceled", run_id, now)
+  index_terminal(14, "canceled", run_id, now)
   announce_end(run_key, run[6], run[7], "canceled", now)
   tell_terminal(run_key, run[8], "canceled", now, wake_ttl)
   wake_waiters(done_key, waiters, wake_ttl)
@@ -47,4 +48,8 @@ if prev == "queued" or prev == "scheduled" or unheld then
   let_go(run[10], run_id)
   return "canceled"
 end
+-- the worker's lease keeper reads the notices once a tick (not every running run's hash)
+redis.call("zadd", notices_key, now, run_id)
+redis.call("zremrangebyscore", notices_key, "-inf", tonumber(now) - 60000)
+redis.call("pexpire", notices_key, 60000)
 return "requested"

@@ -7,7 +7,8 @@
 --       (keys.Keys.queue_prefix: processing and prioritized are built from it),
 --       limited workflows ("\n"-separated, see limits.lua), "1" if the
 --       caller's BLMOVE moved the priority marker into processing
--- Returns {} when nothing was started, else {run id, start reply} (see start.lua).
+-- Returns {} when nothing was started, else {run id, start reply (see start.lua),
+-- runs left in ready} (the worker sends that many more idle slots at most).
 local ready_key = KEYS[1]
 local token, lease_ms, now, scope, queue_prefix, limited, marker_moved = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7] == "1"
 local processing_key = queue_prefix .. "processing"
@@ -19,4 +20,4 @@ local run_id, reply = claim_and_start(ready_key, processing_key, queue_prefix ..
 if not run_id then
   return {}
 end
-return {run_id, reply}
+return {run_id, reply, redis.call("llen", ready_key)}
