@@ -5,9 +5,7 @@ The layout is shared with the TypeScript ``@redflow/client`` and the asyncio
 way round. ``P`` below is the prefix (default ``redflow:v1``); keys are
 ``P + ":" + rest`` with a trailing colon on ``P`` ignored. Composite parts
 are length-prefixed with :func:`enc` so that ``a:b`` + ``c`` and ``a`` +
-``b:c`` never collide.
-
-No I/O here: this module only spells names.
+``b:c`` never collide. No I/O here: this module only spells names.
 """
 
 from __future__ import annotations
@@ -22,8 +20,6 @@ DEFAULT_PREFIX: Final = "redflow:v1"
 
 RUN_STATUSES: Final = ("scheduled", "queued", "running", "succeeded", "failed", "canceled")
 TERMINAL_STATUSES: Final = frozenset({"succeeded", "failed", "canceled"})
-
-
 _CHILDREN: Final = ":children"
 
 
@@ -126,9 +122,8 @@ class Keys:
         return f"{self.run_prefix(queue)}{run_id}:lease"
 
     def cancel_notices(self, queue: str | None = None) -> str:
-        """zset (redflow-gevent extension): run id -> ms a cancel of it was requested while it ran
-        (cluster: of one queue); lease keepers read it once a tick instead of every run's hash.
-        Entries go after a minute, and the key a minute after its last one (cancel_run.lua)."""
+        """zset (extension): run id -> ms its cancel was asked while it ran (cluster: per queue), read by
+        lease keepers once a tick; entries and the key go a minute after (cancel_run.lua)."""
         return self._scoped(queue) + "cancel-notices"
 
     def run_children(self, run_id: str, queue: str | None = None) -> str:
