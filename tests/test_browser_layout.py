@@ -73,6 +73,8 @@ def busy_dashboard(start, registry, client, r):
     server = serve(client, "127.0.0.1", 0, token=TOKEN)
     yield f"http://127.0.0.1:{server.server_port}"
     server.stop(timeout=1)
+    for handle in held:  # stopped at their step, so the workers stop at once (not after their 10 s grace)
+        handle.cancel()
 
 
 @pytest.mark.parametrize("width", WIDTHS)

@@ -3,7 +3,8 @@
 Django 6 needs Python >= 3.12, and this suite's Python may be older, so the
 Django project's tests (tests/django_project/) run in .venv-django (Python
 3.12+, Django 6), and again in .venv-django52 (Django 5.2 LTS with the
-django-tasks backport); scripts/setup-env --test makes both, with redflow
+django-tasks backport: what the backport changes, all of it with
+REDFLOW_LONG_TESTS=1); scripts/setup-env --test makes both, with redflow
 installed editable. They are never skipped: without a virtualenv this test
 fails saying how to make it; when some of them fail it names them and shows
 their output.
@@ -16,11 +17,25 @@ import sys
 import xml.etree.ElementTree as ET
 
 import pytest
-from helpers import ROOT
+from helpers import LONG_TESTS, ROOT
 
 PROJECT = ROOT / "tests" / "django_project"
 VENVS = {"django-6": ".venv-django", "django-5.2-backport": ".venv-django52"}
 TIMEOUT_S = 900
+#: What each virtualenv runs of tests/django_project: all of it on Django 6; on 5.2 with the
+#: backport, what the backport changes (the backend, its checks, on_commit and one worker run)
+#: unless REDFLOW_LONG_TESTS=1 (then all of it: the worker tests are the same code on both).
+SUITES = {
+    "django-6": ["."],
+    "django-5.2-backport": ["."]
+    if LONG_TESTS
+    else [
+        "test_backend.py",
+        "test_checks.py",
+        "test_transactions.py",
+        "test_worker.py::test_tasks_run_on_the_worker_and_their_results_read_back",
+    ],
+}
 
 
 def failed_tests(junit_xml: str) -> list[str]:
@@ -45,7 +60,7 @@ def test_the_django_project_tests_pass(django, tmp_path):
             pytrace=False,
         )
     report = tmp_path / "junit.xml"
-    cmd = [str(python), "-m", "pytest", "-c", str(PROJECT / "pytest.ini"), "-q", f"--junitxml={report}", str(PROJECT)]
+    cmd = [str(python), "-m", "pytest", "-c", str(PROJECT / "pytest.ini"), "-q", f"--junitxml={report}", *SUITES[django]]
     done = subprocess.run(cmd, cwd=PROJECT, capture_output=True, text=True, timeout=TIMEOUT_S)
     if done.returncode != 0:
         failed = failed_tests(report.read_text()) if report.exists() else []
