@@ -155,7 +155,9 @@ def test_catchup_after_downtime_starts_each_tick_of_the_window_once_and_counts_t
     assert ticks == list(range(ticks[0], ticks[-1] + 1, 60_000)) and len(set(fired.values())) == len(ticks) == schedule.fired
     assert sorted(runs_of(client, "catch")) == sorted(fired.values())
     assert ticks[0] >= now - 300_000 and first + (schedule.skipped_late - 1) * 60_000 < client.now_ms() - 300_000
-    assert 4 <= schedule.skipped_late <= 6 and 5 <= schedule.fired <= 7
+    # Ten or eleven minutes of ticks (twelve when a minute ends before the leader's first pass),
+    # about half of them older than the window: which half, the line above says exactly.
+    assert 4 <= schedule.skipped_late <= 7 and 4 <= schedule.fired <= 7 and 10 <= schedule.skipped_late + schedule.fired <= 12
 
 
 def test_catchup_zero_skips_every_tick_missed_by_more_than_the_on_time_grace(client, apps, start, r):
