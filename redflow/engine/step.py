@@ -73,17 +73,20 @@ def load_step_cache(raw_steps: Mapping[str, str]) -> tuple[dict[str, Any], int]:
 
 
 @lru_cache(maxsize=4096)
-def _code_wants_signal(code: Any, is_method: bool) -> bool:
-    positional = code.co_argcount - (1 if is_method else 0)
-    return positional >= 1 or bool(code.co_flags & inspect.CO_VARARGS)
+def _code_wants_signal(code: Any, is_method: bool, defaults: int) -> bool:
+    required = code.co_argcount - (1 if is_method else 0) - defaults
+    return required >= 1 or bool(code.co_flags & inspect.CO_VARARGS)
 
 
 def _wants_signal(fn: Callable[..., Any]) -> bool:
-    """Step functions take no argument or one (the run's cancel signal)."""
+    """Step functions take no argument or one (the run's cancel signal). A plain function or
+    method is read from its code object (cached: ``lambda i=i: ...`` in a loop is the usual
+    step, and ``inspect.signature`` per step was a quarter of a 5-step run's worker CPU);
+    a wrapper (``__wrapped__``), a partial or a callable object through ``inspect``."""
     func = getattr(fn, "__func__", fn)
     code = getattr(func, "__code__", None)
-    if code is not None and not getattr(func, "__defaults__", None):
-        return _code_wants_signal(code, func is not fn)
+    if code is not None and not hasattr(func, "__wrapped__"):
+        return _code_wants_signal(code, func is not fn, len(getattr(func, "__defaults__", None) or ()))
     try:
         params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
