@@ -215,8 +215,17 @@ def per_run_redis(delta: ServerDelta, count: int) -> dict[str, Any]:
     }
 
 
+#: How long the attempts' reports may lag the results a caller already read: a run's result is
+#: readable once its settle script ran, before the worker's observer hears of its attempt.
+REPORT_LAG_S = 5.0
+
+
 def _succeeded_timings(bench: Bench, run_ids: list[str]) -> dict[str, Timing]:
+    deadline = time.monotonic() + REPORT_LAG_S
     timings = bench.worker.timings(run_ids)
+    while len(timings) < len(run_ids) and time.monotonic() < deadline:
+        gevent.sleep(0.01)
+        timings = bench.worker.timings(run_ids)
     failed = [run_id for run_id in run_ids if run_id not in timings or timings[run_id].outcome != "succeeded"]
     if failed:
         raise BenchError(f"{len(failed)} of {len(run_ids)} bench runs did not succeed (first: {failed[0]})")
