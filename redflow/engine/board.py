@@ -89,11 +89,10 @@ class Board:
         while queue in self._marked and self.unreserved > 0 and self._taking[queue] < left:
             self._idle.popleft().set(self._take(queue))
 
-    def polled(self, started: Sequence[Any] = ()) -> None:
+    def polled(self) -> None:
         """The poller's takes came back (or one found a run: the next slot to settle polls next);
-        ``started``: runs they took that the poller does not run, for the next slots (see :meth:`take_unserved`)."""
+        the runs they took beyond the poller's own come through :meth:`hand_started`."""
         self._polling = False
-        self._started.extend(started)
 
     def polled_queue(self, queue: str, left: int) -> None:
         """A poll's take of ``queue`` left ``left`` runs in ready (-1: found none): a marked

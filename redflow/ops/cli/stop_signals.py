@@ -18,17 +18,13 @@ import gevent
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
-class StopSignals:
-    """Installed handlers of :data:`STOP_SIGNALS`; :meth:`cancel` restores the defaults."""
+def on_stop_signals(on_signal: Callable[[int], object]) -> Callable[[], None]:
+    """Call ``on_signal(signum)`` in a greenlet for each SIGTERM or SIGINT from now on;
+    returns what puts the default handlers back."""
+    handlers = [gevent.signal_handler(signum, on_signal, signum) for signum in STOP_SIGNALS]
 
-    def __init__(self, on_signal: Callable[[int], object]) -> None:
-        self._handlers = [gevent.signal_handler(signum, on_signal, signum) for signum in STOP_SIGNALS]
-
-    def cancel(self) -> None:
-        for handler in self._handlers:
+    def cancel() -> None:
+        for handler in handlers:
             handler.cancel()
 
-
-def on_stop_signals(on_signal: Callable[[int], object]) -> StopSignals:
-    """Call ``on_signal(signum)`` in a greenlet for each SIGTERM or SIGINT from now on."""
-    return StopSignals(on_signal)
+    return cancel

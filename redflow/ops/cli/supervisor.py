@@ -131,13 +131,13 @@ class Supervisor:
 
     def run(self) -> int:
         """Start the children and block until all have exited; the exit code."""
-        handlers = on_stop_signals(self.on_signal)
+        restore_signals = on_stop_signals(self.on_signal)
         log.info("supervisor (pid %d): %d worker processes", os.getpid(), len(self.children))
         keepers = [gevent.spawn(self._keep, child) for child in self.children]
         try:
             gevent.joinall(keepers, raise_error=True)
         finally:
-            handlers.cancel()
+            restore_signals()
         if self.gave_up is not None:
             return self.gave_up
         if self.signals > 1:
