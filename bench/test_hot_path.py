@@ -28,7 +28,8 @@ def test_a_noop_run_from_dequeue_to_finalize(benchmark, redis_url):
 @pytest.mark.benchmark(group="hot-path", timer=hot_path_timer)
 def test_a_five_step_run_from_dequeue_to_finalize(benchmark, redis_url):
     info = _bench_runs(benchmark, redis_url, steps=5)
-    assert info["commands_per_run_by_command"]["fcall"] >= 7  # start, five steps, finalize
+    # start and finalize: the five records ride on the settle (engine/step_records.py)
+    assert 2 <= info["commands_per_run_by_command"]["fcall"] < 3
 
 
 @pytest.mark.benchmark(group="hot-path", timer=hot_path_timer)

@@ -227,24 +227,57 @@ def test_what_an_enqueue_costs_with_a_singleton_or_a_debounce(client, redis_url,
     assert most <= per_run <= most + 0.1, (per_run, dict(delta.commands))  # (a clock resync would add 0.02)
 
 
-def test_a_first_time_step_costs_one_round_trip_and_three_commands(start, client, redis_url):
-    """A step recorded while its attempt's lease is fresh (written less than half a lease ago)
-    is one FCALL whose script reads the run (HMGET: its fence and cancelRequestedAt) and
-    writes the record (HSET): the lease key is neither read nor extended (store/lua/save_step.lua)."""
-    registry = Registry()
-    steps = 5
+def five_step_workflow(registry, name, step_body):
+    """A workflow of five first-time steps, each ``step_body(n)``; every record is checked after the drain."""
 
-    @define_workflow("five-steps", registry=registry)
+    @define_workflow(name, registry=registry)
     def five_steps(ctx):
-        for n in range(steps):
-            ctx.step.run(f"s{n}", lambda n=n: n)
+        return [ctx.step.run(f"s{n}", lambda n=n: step_body(n)) for n in range(5)]
 
+    return five_steps
+
+
+def assert_every_step_recorded(client, handles, steps=5):
+    for handle in handles[:20]:
+        assert handle.result(5) == list(range(steps))
+        recorded = client.redis.hgetall(client.keys.run_steps(handle.id, "default"))
+        assert sorted(recorded) == [f"s{n}" for n in range(steps)], recorded
+
+
+def test_steps_that_wait_on_nothing_ride_on_the_settle(start, client, redis_url):
+    """Step records sent behind (engine/step_records.py): a run of five steps that wait on
+    nothing (no I/O) sends their records with its settle, one HSET inside the one FCALL: a
+    5-step run costs what a no-op run does plus that HSET."""
+    registry = Registry()
+    five_steps = five_step_workflow(registry, "five-steps", lambda n: n)
     client.sync_registry(registry)
-    trips, commands, by_command = drain_counts(lambda **o: start(registry, **o), client, redis_url, five_steps, concurrency=4)
-    assert trips <= 1.2 + steps, (trips, by_command)
-    assert commands <= 12.3 + 3 * steps, (commands, by_command)
-    assert 0.99 + steps <= by_command["fcall"] <= 1.05 + steps, by_command
+    handles = []
+    trips, commands, by_command = drain_counts(
+        lambda **o: start(registry, **o), client, redis_url, five_steps, concurrency=4, prepare=handles.extend
+    )
+    assert trips <= 1.2, (trips, by_command)
+    assert commands <= 13.3, (commands, by_command)
+    assert 0.99 <= by_command["fcall"] <= 1.05 and by_command["hset"] <= 3.05, by_command
+    assert_every_step_recorded(client, handles)
+
+
+def test_a_first_time_step_that_waits_costs_one_round_trip_and_three_commands(start, client, redis_url):
+    """A step that waited on something (I/O, a sleep) is recorded as it ends, waiting for the
+    reply (which also reports a cancel pending): one FCALL whose script reads the run (HMGET:
+    its fence and cancelRequestedAt) and writes the record (HSET), 3 commands, the lease key
+    neither read nor extended while it is fresh (store/lua/save_step.lua)."""
+    registry = Registry()
+    five_steps = five_step_workflow(registry, "five-waiting-steps", lambda n: gevent.sleep(0.001) or n)
+    client.sync_registry(registry)
+    handles = []
+    trips, commands, by_command = drain_counts(
+        lambda **o: start(registry, **o), client, redis_url, five_steps, concurrency=4, prepare=handles.extend
+    )
+    assert trips <= 1.2 + 5, (trips, by_command)
+    assert commands <= 12.3 + 3 * 5, (commands, by_command)
+    assert 0.99 + 5 <= by_command["fcall"] <= 1.05 + 5, by_command
     assert by_command.get("get", 0) <= 0.05 and by_command.get("pexpire", 0) <= 0.05, by_command
+    assert_every_step_recorded(client, handles)
 
 
 def test_a_waiter_woken_by_the_end_of_its_run_reads_it_in_the_same_round_trip(start, client, registry):

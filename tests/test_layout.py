@@ -144,7 +144,7 @@ def test_a_lua_files_header_declares_every_helper_it_uses():
 
 def test_the_header_check_finds_a_helper_used_but_not_declared(monkeypatch):
     real = catalog.lua
-    monkeypatch.setattr(catalog, "lua", lambda name: real(name).replace("(needs owns.lua)", "") if name == "save_step" else real(name))
+    monkeypatch.setattr(catalog, "lua", lambda name: real(name).replace("owns.lua, ", "") if name == "save_step" else real(name))
     assert undeclared_helpers() == {"save_step": ["owns"]}
 
 

@@ -18,7 +18,7 @@ import pytest
 from redflow.core.keys import Keys
 from redflow.core.singleton import KeyClaim
 from redflow.store.catalog import LIBRARY, SCRIPT_NAMES, lua
-from redflow.store.requests import EnqueueRequest, SettleRequest, SignalTake, StartRequest, TickDone
+from redflow.store.requests import EnqueueRequest, SettleRequest, SignalTake, StartRequest, StepRecord, TickDone
 from redflow.store.scripts import WAKE_TTL_MS, Scripts, run_own_keys
 
 K = Keys("P", cluster=True)
@@ -54,7 +54,7 @@ ENQUEUE = EnqueueRequest(
 SETTLE = SettleRequest(
     "run_1", Q, "parked", "token", 17, 19, output_json="out", error_json="err", retry_at_ms=23, check_lease=True, cleanup=False,
     next_token="next", index_keys=TERMINAL, limited="lim", park=["children", "step", "rec", "29", "1", "run_c"],
-    blob=("v1:out", "blob-out"),
+    blob=("v1:out", "blob-out"), steps=[StepRecord("a", "rec-a", ("v1:a", "blob-a")), StepRecord("b", "rec-b")],
 )  # fmt: skip
 
 #: script -> (call of its wrapper, {Lua local: what it must hold}, {(KEYS|ARGV, first index): the tail from there})
@@ -89,8 +89,9 @@ TABLE = {
         {"run_key": K.run("run_1", Q), "run_id": "run_1", "requested": "parked", "now": "19", "output_json": "out",
          "error_json": "err", "token": "token", "wake_ttl": str(WAKE_TTL_MS), "retry_at": "23", "check_lease": "1", "cleanup": "0",
          "next_token": "next", "lease_ms": "17", "scope": K.scope(Q), "queue_prefix": K.queue_prefix(Q), "limited": "lim",
-         "blob_field": "v1:out", "blob": "blob-out"},
-        {("KEYS", 2): TERMINAL, ("ARGV", 18): ["children", "step", "rec", "29", "1", "run_c"]},
+         "blob_field": "v1:out", "blob": "blob-out", "records": "2"},
+        {("KEYS", 2): TERMINAL,
+         ("ARGV", 19): ["a", "rec-a", "v1:a", "blob-a", "b", "rec-b", "", "", "children", "step", "rec", "29", "1", "run_c"]},
     ),
     "cancel_run": (
         lambda s: s.cancel_run(run_id="run_1", queue=Q, now_ms=3, reason="why", error_json="err", index_keys=TERMINAL),
@@ -123,11 +124,11 @@ TABLE = {
     ),
     "save_step": (
         lambda s: s.save_step(run_id="run_1", queue=Q, token="token", name="step", step_json="rec", lease_ms=5, marker_started_at_ms=7,
-                              expected="old", blob=("v1:s", "blob-s"), check_lease=False),
+                              expected="old", blob=("v1:s", "blob-s"), check_lease=False, behind=[StepRecord("b", "rec-b", ("v1:b", "x"))]),
         {"steps_key": K.run_steps("run_1", Q), "lease_key": K.run_lease("run_1", Q), "run_key": K.run("run_1", Q), "token": "token",
          "name": "step", "step_json": "rec", "marker": "7", "lease_ms": "5", "expected": "old", "blob_field": "v1:s", "blob": "blob-s",
          "check_lease": "0"},
-        {},
+        {("ARGV", 10): ["b", "rec-b", "v1:b", "x"]},
     ),
     "confirm_run": (
         lambda s: s.confirm_run(run_id="run_1", queue=Q, token="token", lease_ms=5),

@@ -266,6 +266,8 @@ class Attempt:
         """Write the outcome: one script call (or a best-effort unlock when
         abandoned), which also claims and starts the slot's next run when it may."""
         if isinstance(outcome, Abandoned):
+            if self._fence is not None:
+                self._fence.send_behind()  # before the lease goes: what it recorded is not lost with it
             self._release_lease()
             return self._abandoned(outcome)
         status = _SETTLED_AS.get(type(outcome))
@@ -315,6 +317,7 @@ class Attempt:
             next_token=new_id("lease") if not rt.stopping() and self._claims_next() else "",
             index_keys=self.store.keys.terminal_index_keys(self.info.workflow, self.info.tags, self.queue),
             limited=rt.limited,
+            steps=self._fence.records_for_settle() if self._fence is not None else (),  # steps recorded behind (engine/step_records.py)
         )
         match outcome:  # a payload over the store's blob threshold goes as a @blob: reference and its blob
             case Succeeded(output_json):

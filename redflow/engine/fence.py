@@ -19,6 +19,10 @@ child runs. So:
   ago, so cannot have expired, as the settle's is); one refused
   reports the lease lost, one that finds a cancel pending stops the
   attempt as canceled, and Redis failing abandons it (recovered later).
+  The record of a step that waited on nothing (no I/O), made while the
+  lease is fresh, is sent behind (engine/step_records.py): with the settle
+  or at the attempt's next wait, its reply heeded at the next step boundary
+  or fenced call.
 - **Child runs** (``run_workflows``, ``run_workflow``): every canceler
   marks the run first (``cancelRequestedAt``, or ``canceled``) and reads
   its children index after; a creator lists each child before the child
@@ -37,21 +41,22 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar, cast
 
 from redis.exceptions import RedisError
 
 from redflow.core.models import RunField
 from redflow.engine.interrupts import CANCELED, REDIS_LOST, RunInterrupt
 from redflow.engine.lease import Lease, LeaseKeeper
+from redflow.engine.step_records import BehindRecords
 from redflow.store.children import cancel_children
 from redflow.store.port import Store
 from redflow.store.replies import Ownership, StepSaved
-from redflow.store.requests import SignalTake
-from redflow.store.scripts import Conn
+from redflow.store.requests import SignalTake, StepRecord
+from redflow.store.scripts import CommandSender, Conn
 
 log = logging.getLogger("redflow.fence")
 
@@ -80,17 +85,35 @@ class Fence:
     keeper: LeaseKeeper
     lease_ms: int
     children_unchecked: bool = False
+    #: Step records sent behind (engine/step_records.py); None on a connection that cannot.
+    behind: BehindRecords | None = None
+
+    def __post_init__(self) -> None:
+        if BehindRecords.supported(self.conn):
+            self.behind = BehindRecords(self._send_records, self.lease, self.lease_ms)
 
     def confirm_before_step(self) -> None:
-        """A new step is about to run: if the lease may have lapsed, make sure the
-        attempt still owns its run, else stop it (raises ``RunInterrupt``)."""
+        """A new step is about to run: heed what records sent behind were told, and if the
+        lease may have lapsed, make sure the attempt still owns its run, else stop it
+        (raises ``RunInterrupt``)."""
+        if self.behind is not None:
+            self.heed_behind()
+            self.behind.step_begins()
         if _mono_ms() - self.lease.renewed_at_ms < self.lease_ms * STALE_AFTER:
             return
         self._stop_unless_owned(self._confirm())
 
     def save_step(self, name: str, step_json: str, expected: str = "", blob: tuple[str, str] | None = None) -> str | None:
         """Record a step (and the ``blob`` its ``@blob:`` reference names), fenced by the lease
-        (see :meth:`_heed`). ``expected``: write only over that record; if the step holds another, it is returned."""
+        (see :meth:`_heed`); a plain record of a step that waited on nothing, while the lease
+        is fresh, is sent behind (engine/step_records.py).
+        ``expected``: write only over that record; if the step holds another, it is returned."""
+        behind = self.behind
+        if behind is not None:
+            if not expected and self.lease.stopped is None and behind.may_keep():
+                behind.add(StepRecord(name, step_json, blob))
+                return None
+            self._before_call()
         lease, sent_ms = self.lease, _mono_ms()
         try:
             saved = self.store.scripts.save_step(
@@ -118,8 +141,58 @@ class Fence:
         lease.tracked_at_ms = max(lease.tracked_at_ms, sent_ms)
         return saved.current if saved.state == "changed" else None
 
+    def records_for_settle(self) -> list[StepRecord]:
+        """The records sent behind that no call carried yet: the settle writes them first."""
+        return self.behind.take() if self.behind is not None else []
+
+    def send_behind(self) -> None:
+        """An attempt abandoned: what it recorded leaves before its lease is released (best effort)."""
+        if self.behind is not None:
+            self.behind.send_now()
+
+    def heed_behind(self) -> None:
+        """At a step boundary: records whose send failed are sent again, waiting (Redis failing
+        abandons the attempt); a refusal or a cancel one of them was told stops it (``_heed``)."""
+        behind = self.behind
+        if behind is None:
+            return
+        if behind.failed is not None:
+            behind.failed = None
+            self._resend(behind.take())
+        if behind.verdict is not None:
+            self._heed(*behind.verdict)
+
+    def _before_call(self) -> None:
+        """A fenced call that waits: the records sent behind go first, on the same connection."""
+        self.heed_behind()
+        if self.behind is not None:
+            self.behind.send_now()
+
+    def _send_records(self, records: Sequence[StepRecord], check_lease: bool, on_reply: Callable[[Any], object]) -> None:
+        lease = self.lease
+        self.store.scripts.send_steps(
+            run_id=lease.run_id, queue=lease.queue, token=lease.token, records=records, lease_ms=self.lease_ms,
+            check_lease=check_lease, conn=cast(CommandSender, self.conn), on_reply=on_reply,
+        )  # fmt: skip
+
+    def _resend(self, records: list[StepRecord]) -> None:
+        if not records:
+            return
+        lease, first, sent_ms = self.lease, records[0], _mono_ms()
+        try:
+            saved = self.store.scripts.save_step(
+                run_id=lease.run_id, queue=lease.queue, token=lease.token, name=first.name, step_json=first.step_json,
+                lease_ms=self.lease_ms, blob=first.blob, behind=records[1:], conn=self.conn,
+            )  # fmt: skip
+        except RedisError as exc:
+            self._not_recorded(first.name, exc)
+        if saved.renewed:
+            lease.renewed_at_ms = max(lease.renewed_at_ms, sent_ms)
+        self._heed(records[-1].name, saved)
+
     def take_signal(self, take: SignalTake) -> StepSaved:
         """A signal wait's look (engine/signal_waits.py): the take and its step's record, one script."""
+        self._before_call()
         lease = self.lease
         try:
             looked = self.store.scripts.take_signal(
@@ -157,6 +230,7 @@ class Fence:
         and cancel the children if it is canceled or asked to be. No interrupt
         lands in between (``interrupts_held``): the keeper's "lease lost" waits
         until the read is done."""
+        self._before_call()
         self.children_unchecked = True  # until the read below is done (see cancel_if_canceled)
         with interrupts_held():
             created = create()

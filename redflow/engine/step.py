@@ -5,8 +5,9 @@
 A step's outcome is stored in the run's steps hash; when a retried run
 reaches a step that already succeeded, the stored output is returned and the
 function is not called again. The step cache comes with the run when the
-attempt starts, so a replayed step costs no Redis round trip and a new one
-costs one (its final record, which also reports a pending cancel).
+attempt starts, so a replayed step costs no Redis round trip; a new one's
+record is sent behind (engine/step_records.py): with the settle, or at the
+attempt's next wait, its reply heeded at the next step.
 """
 
 from __future__ import annotations

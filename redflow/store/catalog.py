@@ -57,7 +57,9 @@ SCRIPT_NAMES = (
 )
 
 #: The helper files in the order the library defines them: each after those it needs.
-HELPER_ORDER = ("one_per_key", "status", "finalize", "terminal_index", "waits", "limits", "priority", "start", "claim", "owns", "clock")
+HELPER_ORDER = (
+    "one_per_key", "status", "finalize", "terminal_index", "waits", "limits", "priority", "start", "claim", "owns", "step_records", "clock",
+)  # fmt: skip
 
 #: Redis Functions flags (a script without flags may write, and a full Redis
 #: refuses it before it runs). ``allow-oom`` goes to the scripts whose first

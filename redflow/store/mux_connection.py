@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import time
 from collections import deque
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import gevent
@@ -48,6 +49,18 @@ def supports_mux(source: redis.Redis) -> bool:
     return not issubclass(source.connection_pool.connection_class, redis.SSLConnection)
 
 
+class _Callback:
+    """A reply's receiver that is a function, not a waiting greenlet (:meth:`MuxConnection.send`)."""
+
+    __slots__ = ("on_reply",)
+
+    def __init__(self, on_reply: Callable[[Any], object]) -> None:
+        self.on_reply = on_reply
+
+    def switch(self, reply: Any) -> None:
+        self.on_reply(reply)
+
+
 class MuxConnection(ScriptRunner):
     """One connection shared by several slots; ``execute`` and ``run_script``
     as on a :class:`~redflow.store.slot_connection.SlotConnection`."""
@@ -63,7 +76,7 @@ class MuxConnection(ScriptRunner):
         self._reader: Any = None
         self._read_watcher: Any = None
         self._write_watcher: Any = None
-        self._waiters: deque[tuple[Waiter, float]] = deque()  # (waiter, deadline), in sending order
+        self._waiters: deque[tuple[Waiter | _Callback, float]] = deque()  # (waiter, deadline), in sending order
         self._out = bytearray()  # packed commands not written yet
         self._flush_queued = False
 
@@ -83,15 +96,27 @@ class MuxConnection(ScriptRunner):
         if self._fd < 0:
             self._open()
         waiter = Waiter(self._hub)
-        self._out += hiredis.pack_command(args)
-        self._waiters.append((waiter, time.monotonic() + self.timeout_s))
-        if not self._flush_queued:
-            self._flush_queued = True
-            self._hub.loop.run_callback(self._flush)
+        self._queue(args, waiter)
         reply = waiter.get()
         if isinstance(reply, Exception):
             raise reply
         return reply
+
+    def send(self, args: Sequence[Any], on_reply: Callable[[Any], object]) -> None:
+        """Send one command without waiting for it: ``on_reply`` gets its reply (an
+        exception when it failed or the connection broke) in the hub, and must not
+        block. For work the caller need not wait on (step records sent behind,
+        engine/step_records.py): the command leaves with the next send, in order."""
+        if self._fd < 0:
+            self._open()
+        self._queue(args, _Callback(on_reply))
+
+    def _queue(self, args: Sequence[Any], waiter: Waiter | _Callback) -> None:
+        self._out += hiredis.pack_command(tuple(args))
+        self._waiters.append((waiter, time.monotonic() + self.timeout_s))
+        if not self._flush_queued:
+            self._flush_queued = True
+            self._hub.loop.run_callback(self._flush)
 
     def _open(self) -> None:
         with self._opening:

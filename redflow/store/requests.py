@@ -128,6 +128,26 @@ class StartRequest:
     limits_json: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class StepRecord:
+    """A first-time step's record, sent behind (engine/step_records.py): written with
+    the attempt's next call to Redis (``save_step.lua``'s further records, or its settle)."""
+
+    name: str
+    step_json: str
+    #: The (blob field, blob value) its output's ``@blob:`` reference names, or None.
+    blob: tuple[str, str] | None = None
+
+    def args(self) -> tuple[str, str, str, str]:
+        """As the scripts take it: name, JSON, blob field, blob."""
+        return (self.name, self.step_json, *(self.blob or ("", "")))
+
+
+def records_args(records: Sequence[StepRecord]) -> list[str]:
+    """Records as consecutive script arguments (``step_records.lua``)."""
+    return [part for record in records for part in record.args()]
+
+
 @dataclass(slots=True)
 class SettleRequest:
     """How an attempt ends (``settle_run.lua``): finalized (``status`` terminal),
@@ -157,6 +177,8 @@ class SettleRequest:
     park: Sequence[str] = ()
     #: The output or error is a ``@blob:`` reference: (blob field, blob value), written with it.
     blob: tuple[str, str] | None = None
+    #: Step records sent behind that no call carried yet (engine/step_records.py): written first.
+    steps: Sequence[StepRecord] = ()
 
     def set_output(self, output: Stored) -> None:
         """The run's output as stored (:meth:`Payloads.stored <redflow.store.payloads.Payloads.stored>`)."""

@@ -41,7 +41,7 @@ from redflow.store.replies import (
     texts,
     truthy,
 )
-from redflow.store.requests import EnqueueRequest, SettleRequest, SignalTake, StartRequest, TickDone
+from redflow.store.requests import EnqueueRequest, SettleRequest, SignalTake, StartRequest, StepRecord, TickDone, records_args
 
 T = TypeVar("T")
 
@@ -55,6 +55,12 @@ class ScriptConnection(Protocol):
     it runs a function of the library itself, loading the library where Redis lost it."""
 
     def run_script(self, script: LibraryFunction, keys: Sequence[Any], args: Sequence[Any]) -> Any: ...
+
+
+class CommandSender(Protocol):
+    """A connection that sends a command without waiting for it (``MuxConnection.send``)."""
+
+    def send(self, args: Sequence[Any], on_reply: Callable[[Any], object]) -> None: ...
 
 
 #: Where a wrapper sends its call: a slot's connection, a batch (the parsed reply
@@ -135,7 +141,7 @@ class Scripts:
         args = [
             r.run_id, r.status, r.now_ms, r.output_json, r.error_json, r.token, WAKE_TTL_MS, r.retry_at_ms,
             "1" if r.check_lease else "0", "1" if r.cleanup else "0", r.next_token, r.lease_ms, k.scope(r.queue),
-            k.queue_prefix(r.queue), r.limited, *(r.blob or ("", "")), *r.park,
+            k.queue_prefix(r.queue), r.limited, *(r.blob or ("", "")), len(r.steps), *records_args(r.steps), *r.park,
         ]  # fmt: skip
         return self._call("settle_run", keys, args, conn, Settled.parse)
 
@@ -210,17 +216,36 @@ class Scripts:
         expected: str = "",
         blob: tuple[str, str] | None = None,
         check_lease: bool = True,
+        behind: Sequence[StepRecord] = (),
         conn: Conn = None,
     ) -> StepSaved:
         """``expected``: write only while the step's record is exactly this one; ``blob``:
         the (field, value) of the run's blob hash that the record's ``@blob:`` reference names.
         ``check_lease=False``: the caller wrote its lease less than half a lease ago, so the
-        run hash's fence is check enough (the script reads the lease only if that fails)."""
+        run hash's fence is check enough (the script reads the lease only if that fails).
+        ``behind``: records sent behind (engine/step_records.py), written after this one."""
+        marker = "" if marker_started_at_ms is None else str(marker_started_at_ms)
+        first = StepRecord(name, step_json, blob)
+        keys, args = self._save_step_call(run_id, queue, token, lease_ms, check_lease, first, behind, marker=marker, expected=expected)
+        return self._call("save_step", keys, args, conn, StepSaved.parse)
+
+    def send_steps(
+        self, *, run_id: str, queue: str, token: str, records: Sequence[StepRecord], lease_ms: int, check_lease: bool,
+        conn: CommandSender, on_reply: Callable[[Any], object],
+    ) -> None:  # fmt: skip
+        """``save_step`` of ``records`` sent without waiting: ``on_reply`` gets its raw reply (or an exception) in the hub."""
+        keys, args = self._save_step_call(run_id, queue, token, lease_ms, check_lease, records[0], records[1:])
+        conn.send(self._registered["save_step"].command(keys, args), on_reply)
+
+    def _save_step_call(
+        self, run_id: str, queue: str, token: str, lease_ms: int, check_lease: bool, first: StepRecord,
+        behind: Sequence[StepRecord], *, marker: str = "", expected: str = "",
+    ) -> tuple[list[str], list[Any]]:  # fmt: skip
         k = self.keys
         keys = [k.run_steps(run_id, queue), k.run_lease(run_id, queue), k.run(run_id, queue)]
-        marker = "" if marker_started_at_ms is None else str(marker_started_at_ms)
-        args = [token, name, step_json, marker, lease_ms, expected, *(blob or ("", "")), "1" if check_lease else "0"]
-        return self._call("save_step", keys, args, conn, StepSaved.parse)
+        name, step_json, blob_field, blob = first.args()
+        args = [token, name, step_json, marker, lease_ms, expected, blob_field, blob, "1" if check_lease else "0", *records_args(behind)]
+        return keys, args
 
     def confirm_run(self, *, run_id: str, queue: str, token: str, lease_ms: int, conn: Conn = None) -> Ownership:
         """Whether the attempt of lease ``token`` still owns the run (and keeps its lease if so)."""

@@ -1,4 +1,4 @@
--- save_step (needs owns.lua): record one step if this attempt still owns
+-- save_step (needs owns.lua, step_records.lua): record one step if this attempt still owns
 -- the run, and return the run's cancelRequestedAt so that a step boundary
 -- notices a cancel for free. How ownership is checked depends on how fresh
 -- the caller knows its lease to be (engine/fence.py):
@@ -18,10 +18,13 @@
 -- meanwhile. A record may be an object (DATA_MODEL.md) or the asyncio
 -- package's array ([status code, seq, attempt, startedAt | payload, ...],
 -- core/step_arrays.py); with a blob, its @blob: reference's blob is written
--- with it.
+-- with it. Further records may follow (records sent behind, engine/step_records.py:
+-- the steps an attempt ran since its last call), written with the first under
+-- the same fence.
 -- KEYS: steps, lease, run
 -- ARGV: lease token, step name, step JSON, marker startedAt or "", lease ms, expected record or "",
---       blob field and value ("" "" for none), check lease ("1" | "0")
+--       blob field and value ("" "" for none), check lease ("1" | "0"),
+--       then per further record: step name, step JSON, blob field, blob ("" "" for none)
 -- Returns {"saved" | "kept" | "stale", cancelRequestedAt, "", renewed}, or {"changed",
 -- cancelRequestedAt, the record found instead of the expected one, renewed}; renewed is
 -- "1" when the lease was extended (its keeper may count it as a renewal), else "".
@@ -59,4 +62,7 @@ if blob_field ~= "" then
   redis.call("hset", run_key .. ":blobs", blob_field, blob)
 end
 redis.call("hset", steps_key, name, step_json)
+if #ARGV > 9 then
+  save_records(run_key, steps_key, ARGV, 10, (#ARGV - 9) / 4)
+end
 return {"saved", cancel_at, "", renewed}

@@ -1,5 +1,5 @@
 -- settle_run (needs status.lua, finalize.lua, terminal_index.lua, waits.lua, limits.lua, priority.lua,
--- start.lua, claim.lua, one_per_key.lua): end one attempt,
+-- start.lua, claim.lua, one_per_key.lua, step_records.lua): end one attempt,
 -- and (with a next token) claim and start the next run of the same queue in
 -- the same call, so that a busy slot costs one round trip per run.
 -- Ending: finalize (succeeded / failed / canceled), schedule a retry or park
@@ -26,6 +26,8 @@
 --       (keys.Keys.queue_prefix: the queue's lists and zsets are built from it),
 --       limited workflows ("\n"-separated, see limits.lua),
 --       the blob field and value an output or error that is a @blob: reference names ("" "" for none),
+--       the number of step records sent behind with the settle (engine/step_records.py), then
+--       theirs (name, JSON, blob field, blob each; written once the fence holds, before the end),
 --       then, to park, the wait (see park_run in waits.lua)
 -- The lease and the wake-up list are the run key + ":lease" / ":done" (keys.Keys.run_lease, run_done),
 -- named only where used: a run that ends without a lease check, a retry or a waiter never needs them.
@@ -35,7 +37,7 @@ local run_key = KEYS[1]
 local run_id, requested, now, output_json, error_json = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local token, wake_ttl, retry_at, check_lease, cleanup = ARGV[6], ARGV[7], ARGV[8], ARGV[9] == "1", ARGV[10] == "1"
 local next_token, lease_ms, scope, queue_prefix, limited = ARGV[11], ARGV[12], ARGV[13], ARGV[14], ARGV[15]
-local blob_field, blob = ARGV[16], ARGV[17]
+local blob_field, blob, records = ARGV[16], ARGV[17], tonumber(ARGV[18])
 local index = status_index(scope)
 local run_prefix = scope .. "run:"
 local processing_key = queue_prefix .. "processing"
@@ -69,6 +71,9 @@ repeat
       break
     end
   end
+  if records > 0 then  -- steps this attempt ran since its last call (the steps hash is the run key + ":steps")
+    save_records(run_key, run_key .. ":steps", ARGV, 19, records)
+  end
   redis.call("lrem", processing_key, -1, run_id)
   if prev == "running" and run[5] then
     release_units(run[5], run_id, run_prefix)
@@ -81,7 +86,7 @@ repeat
     if run[8] then  -- what it streamed so far is not streamed again when it resumes (append_stream.lua)
       redis.call("hset", run_key, "streamParkedAt", run[8])
     end
-    final = park_run(run_key, index, run_id, prev, run_key .. ":lease", queue_prefix .. "scheduled", queue_prefix .. "ready", now, ARGV, 18)
+    final = park_run(run_key, index, run_id, prev, run_key .. ":lease", queue_prefix .. "scheduled", queue_prefix .. "ready", now, ARGV, 19 + records * 4)
     break
   end
   if final == "scheduled" then
