@@ -79,6 +79,8 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{load_text(machine()['load_average'])} after")  # fmt: skip
     quiet_queues = len(registry.list()) - 1
     print(report_line(result, worker=args.worker, backlog=f"{args.n:,} runs", slots=args.c, quiet_queues=quiet_queues))
+    # Little's law: a busy slot's command waits behind the other slots' (the quiet run's take too)
+    print(f"a busy slot's run (slots / drain rate): {args.c * 1000.0 / result.backlog_per_s:.1f} ms")
     return 0
 
 

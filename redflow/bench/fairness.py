@@ -37,6 +37,7 @@ from gevent.event import Event
 from redflow.bench.probe import percentiles
 from redflow.bench.worker import SubprocessWorker
 from redflow.client import RedflowClient
+from redflow.core import codec
 from redflow.core.models import RunField
 from redflow.registry import Registry, Workflow, define_workflow
 
@@ -62,12 +63,18 @@ def _noop(ctx: object) -> None:
     """What a run costs is the engine's own work."""
 
 
+def _started_at(ctx: object) -> float:
+    """A quiet run: when its function ran, on the machine's wall clock (the worker's stored
+    times are Redis's clock as the worker estimates it, which may lag by a round trip)."""
+    return time.time()
+
+
 def fairness_registry(quiet_queues: int = QUIET_QUEUES) -> Registry:
     """A backlog workflow on its queue and one workflow on each quiet queue."""
     registry = Registry()
     define_workflow("fair-backlog", queue=BACKLOG_QUEUE, registry=registry)(_noop)
     for index in range(quiet_queues):
-        define_workflow(f"fair-quiet-{index}", queue=quiet_queue(index), registry=registry)(_noop)
+        define_workflow(f"fair-quiet-{index}", queue=quiet_queue(index), registry=registry)(_started_at)
     return registry
 
 
@@ -140,17 +147,21 @@ class HashStarts:
     """Starts as a ``redflow-gevent worker`` subprocess records them in Redis.
 
     The backlog's starts so far are its runs no longer in its ready list (a
-    busy slot's take claims and starts a run in one script). Once the backlog
-    drained, each run's start is read from its hash as its ``finishedAt``:
-    the worker's clock as it sent the settle, right after the no-op function
-    returned, so when the run's function ran (where the in-process observer
-    notes a start). Its ``startedAt`` will not do: it is the worker's clock as
-    it built the take that started it, which a busy slot sends beside its
-    settle, so it can come before the quiet run was even enqueued. Whole
-    milliseconds: a run counts as started in the middle of its millisecond,
-    and a backlog run of the quiet run's own millisecond counts half (at
-    25,000 runs/s a millisecond is 25 starts). The enqueue time is the
-    producer's clock (the same machine's).
+    busy slot's take claims and starts a run in one script). A quiet run's
+    start is what its function returns: ``time.time()`` as it ran, the
+    clock the producer dates the enqueue with. The times the worker stores
+    will not do for it: they are Redis's clock as the worker carries it
+    forward from a ``TIME`` read (behind by that read's round trip, hundreds
+    of ms on a loaded machine), and ``startedAt`` is taken as the take that
+    starts the run is built, which a busy slot sends beside a settle, before
+    the quiet run may even be enqueued. The backlog runs started between a
+    quiet run's enqueue and its start are counted from their ``finishedAt``
+    (the worker's clock as their settle left, right after the no-op ran),
+    the enqueue moved onto that clock by the quiet run's own offset (its
+    ``finishedAt`` less its wall-clock start): whole milliseconds, so a run
+    counts as started in the middle of its millisecond, and a backlog run
+    of the quiet run's own millisecond counts half (at 25,000 runs/s a
+    millisecond is 25 starts).
     """
 
     def __init__(self, worker: SubprocessWorker, ready_key: str, backlog_ids: list[str]) -> None:
@@ -169,13 +180,16 @@ class HashStarts:
 
     def quiet_starts(self, sent: list[Sent]) -> list[QuietStart]:
         self.worker.wait_done(len(self.backlog_ids) + len(sent), DRAIN_TIMEOUT_S)  # every run's hash complete
-        quiet = self.worker.timings(s.run_id for s in sent)
+        probe, keys = self.worker.probe, self.worker.keys
+        outputs = probe.pipeline(("HGET", keys.run(s.run_id), RunField.OUTPUT_JSON) for s in sent)
+        settled = self.worker.timings(s.run_id for s in sent)
         backlog = sorted(timing.finished_at for timing in self.worker.timings(self.backlog_ids).values())
         starts = []
-        for s in sent:
-            started_s = quiet[s.run_id].finished_at  # (see the class's docstring)
-            before_start = (bisect.bisect_left(backlog, started_s) + bisect.bisect_right(backlog, started_s)) / 2
-            starts.append(QuietStart(round(before_start - bisect.bisect_right(backlog, s.sent_s)), started_s - s.sent_s))
+        for s, output in zip(sent, outputs):
+            started_s, settled_s = float(codec.loads(output)), settled[s.run_id].finished_at
+            sent_on_worker_clock = s.sent_s + (settled_s - started_s)
+            before_start = (bisect.bisect_left(backlog, settled_s) + bisect.bisect_right(backlog, settled_s)) / 2
+            starts.append(QuietStart(round(before_start - bisect.bisect_right(backlog, sent_on_worker_clock)), started_s - s.sent_s))
         return starts
 
 
