@@ -91,13 +91,13 @@ class InProcessWorker:
 
 
 class SubprocessWorker:
-    """The real ``redflow-gevent worker`` command on :mod:`redflow.bench.app`."""
+    """The real ``redflow-gevent worker`` command on :mod:`redflow.bench.app` (or ``app``, a ``-A`` value)."""
 
     kind = "subprocess"
     precise = False
 
-    def __init__(self, url: str, prefix: str, concurrency: int, probe: Probe) -> None:
-        self.url, self.prefix, self.concurrency = url, prefix, concurrency
+    def __init__(self, url: str, prefix: str, concurrency: int, probe: Probe, app: str = "redflow.bench.app:registry") -> None:
+        self.url, self.prefix, self.concurrency, self.app = url, prefix, concurrency, app
         self.probe = probe
         self.keys = Keys(prefix)
         self.pid = 0
@@ -106,7 +106,7 @@ class SubprocessWorker:
 
     def command(self) -> list[str]:
         return [
-            *cli_command(), "--log-level", "warning", "worker", "-A", "redflow.bench.app:registry",
+            *cli_command(), "--log-level", "warning", "worker", "-A", self.app,
             "-c", str(self.concurrency), "--prefix", self.prefix,
         ]  # fmt: skip
 
