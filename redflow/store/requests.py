@@ -128,7 +128,7 @@ class StartRequest:
     limits_json: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class StepRecord:
     """A first-time step's record, sent behind (engine/step_records.py): written with
     the attempt's next call to Redis (``save_step.lua``'s further records, or its settle)."""
