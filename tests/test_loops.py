@@ -10,7 +10,7 @@ from helpers import wait_until
 
 from redflow import create_client, define_workflow, start_worker
 from redflow.core import clock, codec
-from redflow.engine.loops import Loop
+from redflow.engine.loops import REAPER_QUEUES_PER_PASS, Loop, Reaper
 from redflow.testing import RedisServer
 
 
@@ -67,6 +67,23 @@ def test_reaper_returns_unleased_processing_runs_to_ready(start, registry, clien
     assert handle.result(5) == "recovered"
     assert count(r, prefix, "orphan") == 1
     assert r.llen(k.queue_processing("default")) == 0
+
+
+def test_a_reaper_of_fifty_queues_returns_a_dead_workers_run_one_pass_after_its_queue_came_round(client, r):
+    """Queues are scanned a few a pass, in turn; one whose processing list held entries is
+    scanned again at every pass: the run is returned at the pass after its queue's turn (a
+    second sighting, unleased), not a whole rotation of 17 passes later."""
+    queues = [f"q{n:02}" for n in range(50)]
+    k = client.keys
+    r.lpush(k.queue_processing("q40"), "run_dead")  # claimed by a worker that died before its lease
+    reaper = Reaper(client.store, queues, interval_ms=50)
+    turn_of_q40 = 40 // REAPER_QUEUES_PER_PASS + 1
+    passes = 0
+    while r.llen(k.queue_processing("q40")) and passes < 2 * len(queues):
+        reaper.step()
+        passes += 1
+    assert r.lrange(k.queue_ready("q40"), 0, -1) == ["run_dead"]
+    assert passes == turn_of_q40 + 1, passes
 
 
 def test_reaper_leaves_leased_runs_alone(start, registry, client, r):

@@ -117,9 +117,11 @@ class Reaper:
     A claimed run sits in processing for a moment before its lease is set,
     so only entries already there at the previous scan of their queue are
     checked: most runs come and go between two scans and cost the reaper
-    nothing. A pass scans REAPER_QUEUES_PER_PASS queues in turn (a worker of
-    many queues recovers a dead worker's runs a few passes later, not at
-    the cost of one command per queue per pass)."""
+    nothing. A pass scans REAPER_QUEUES_PER_PASS queues in turn (not one
+    command per queue per pass, for a worker of many idle queues), and every
+    pass the queues whose processing list held entries at their last scan:
+    a dead worker's run is checked again one pass after its queue's turn
+    came, not a whole rotation later."""
 
     def __init__(self, store: Store, queues: list[str], interval_ms: int, observers: Observers | None = None) -> None:
         self.store = store
@@ -127,12 +129,13 @@ class Reaper:
         self.interval_s = interval_ms / 1000.0
         self._observers = observers or Observers()
         self._rotation = Rotation(queues, REAPER_QUEUES_PER_PASS)
-        self._seen: dict[str, set[str]] = {}  # queue -> its processing entries at its last scan
+        self._seen: dict[str, set[str]] = {}  # queue -> its processing entries at its last scan (none: not kept)
         self.recovered = 0
 
     def step(self) -> float:
         keys, store = self.store.keys, self.store
-        queues = self._rotation.next()
+        turn = self._rotation.next()
+        queues = turn + [queue for queue in self._seen if queue not in turn]  # in turn, and those holding entries
         pipe = store.pipeline()
         for queue in queues:
             pipe.lrange(keys.queue_processing(queue), 0, -1)
@@ -143,7 +146,10 @@ class Reaper:
         for queue, ids in scanned.items():
             ids = {run_id for run_id in ids if NOT_AN_ID not in run_id}
             lingering.extend((queue, run_id) for run_id in sorted(ids & self._seen.get(queue, set())))
-            self._seen[queue] = ids
+            if ids:
+                self._seen[queue] = ids
+            else:
+                self._seen.pop(queue, None)
         if not lingering:
             return self.interval_s
         check = store.pipeline()
