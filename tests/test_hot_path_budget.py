@@ -63,6 +63,24 @@ def test_a_busy_worker_spends_one_round_trip_and_12_commands_per_no_op_run(start
     assert 0.99 <= by_command["fcall"] <= 1.05 and by_command.get("blmove", 0) <= 0.05, by_command
 
 
+def test_a_worker_of_fifty_queues_drains_one_queues_backlog_at_one_call_per_run(start, client, redis_url):
+    """A slot's long streak on one queue ends only when the board knows another queue to hold
+    runs: with the other 49 empty, every settle claims the next run (a probe of every queue
+    each 16 runs cost more calls a run and halved the drain: docs/performance.md)."""
+    registry = Registry()
+
+    @define_workflow("noop", registry=registry)
+    def noop(ctx):
+        return None
+
+    for index in range(49):
+        define_workflow(f"other-{index}", queue=f"other-{index}", registry=registry)(lambda ctx: None)
+    client.sync_registry(registry)
+    # 4 slots: below POLLER_FROM_SLOTS (engine/board.py), so no poll of the quiet queues either
+    trips, commands, by_command = drain_counts(lambda **o: start(registry, **o), client, redis_url, noop, concurrency=4)
+    assert by_command["fcall"] <= 1.1, by_command
+
+
 def test_a_retry_policy_and_deadlines_cost_a_run_nothing_until_they_act(start, client, redis_url):
     """A policy is decided in the worker's memory and deadlines are fields of the
     run (one HSET at enqueue, read by the start script, watched by the lease keeper

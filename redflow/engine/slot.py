@@ -156,13 +156,14 @@ class Slot:
 
     def _decide_next(self, queue: str) -> bool:
         """At the settle: whether it claims the queue's next run. A queue no slot serves yet
-        gets this slot (its take leaves now, beside the settle); a long streak yields to any other."""
+        gets this slot (its take leaves now, beside the settle); a long streak yields to any other
+        queue the board knows to hold runs (none marked: it goes on, probing no queue for nothing)."""
         board = self.board
         other = board.take_unserved(queue)
         if other is not None:  # taken beside the settle, whose reply comes in the same read
             self._switch = gevent.spawn(self._switch_to, other)
             return False
-        if len(self._queues) > 1 and self._streak >= MAX_QUEUE_STREAK:
+        if len(self._queues) > 1 and self._streak >= MAX_QUEUE_STREAK and board.others_marked(queue):
             self._probing = True  # a long streak ends: the other queues get their turn
             return False
         return True
