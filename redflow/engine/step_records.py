@@ -83,6 +83,9 @@ class BehindRecords:
         """A first-time step begins: from here on, whether it waits on anything is watched
         (a hub callback runs only once the attempt's greenlet waits)."""
         self._waited = False
+        self._watch()
+
+    def _watch(self) -> None:
         if not self._scheduled:
             self._scheduled = True
             gevent.get_hub().loop.run_callback(self._at_wait)
@@ -96,6 +99,7 @@ class BehindRecords:
     def add(self, record: StepRecord) -> None:
         """Keep ``record``; it leaves at the attempt's next wait unless a call carries it first."""
         self._pending.append(record)
+        self._watch()  # (armed by the step's start already, unless a caller records without one)
 
     def take(self) -> list[StepRecord]:
         """The pending records, for a call that carries them (the settle, a waiting resend)."""
