@@ -312,7 +312,7 @@ class Attempt:
             now_ms,
             # The hash's fence catches any redflow-gevent attempt that took the run
             # over; the lease key is read too only when ours may have lapsed.
-            check_lease=sent_ms - self.lease.renewed_at_ms >= rt.lease_ms / 2,
+            check_lease=not self.lease.fresh(rt.lease_ms, sent_ms),
             cleanup=self._cleanup,
             next_token=new_id("lease") if not rt.stopping() and self._claims_next() else "",
             index_keys=self.store.keys.terminal_index_keys(self.info.workflow, self.info.tags, self.queue),

@@ -114,32 +114,39 @@ class Fence:
                 behind.add(StepRecord(name, step_json, blob))
                 return None
             self._before_call()
+        saved = self._save(StepRecord(name, step_json, blob), expected=expected)
+        return saved.current if saved.state == "changed" else None
+
+    def _save(self, record: StepRecord, more: Sequence[StepRecord] = (), *, expected: str = "") -> StepSaved:
+        """``record`` (and ``more`` after it: records sent behind whose send failed), one script
+        call waited on; what the reply says of the attempt is heeded (see :meth:`_heed`)."""
         lease, sent_ms = self.lease, _mono_ms()
         try:
             saved = self.store.scripts.save_step(
                 run_id=lease.run_id,
                 queue=lease.queue,
                 token=lease.token,
-                name=name,
-                step_json=step_json,
+                name=record.name,
+                step_json=record.step_json,
                 lease_ms=self.lease_ms,
                 expected=expected,
-                blob=blob,
+                blob=record.blob,
                 # Written less than half a lease ago, the lease cannot have expired: the hash's fence
                 # is check enough (3 commands). Older, the script reads the lease and extends it.
-                check_lease=sent_ms - lease.renewed_at_ms >= self.lease_ms / 2,
+                check_lease=not lease.fresh(self.lease_ms, sent_ms),
+                behind=more,
                 conn=self.conn,
             )
         except RedisError as exc:
-            self._not_recorded(name, exc)
+            self._not_recorded(record.name, exc)
         if saved.state == "stale" or saved.cancel_requested_at or lease.stopped is not None:  # the step's hot path skips the call
-            self._heed(name, saved)
+            self._heed(more[-1].name if more else record.name, saved)
         if saved.renewed:
-            lease.renewed_at_ms = max(lease.renewed_at_ms, sent_ms)
+            lease.written(sent_ms)
         # The reply told the run's cancelRequestedAt as of the send: the keeper's cancel poll,
         # which looks at attempts it has not heard of for a tick, can skip this one a tick longer.
         lease.tracked_at_ms = max(lease.tracked_at_ms, sent_ms)
-        return saved.current if saved.state == "changed" else None
+        return saved
 
     def records_for_settle(self) -> list[StepRecord]:
         """The records sent behind that no call carried yet: the settle writes them first."""
@@ -176,19 +183,8 @@ class Fence:
         )  # fmt: skip
 
     def _resend(self, records: list[StepRecord]) -> None:
-        if not records:
-            return
-        lease, first, sent_ms = self.lease, records[0], _mono_ms()
-        try:
-            saved = self.store.scripts.save_step(
-                run_id=lease.run_id, queue=lease.queue, token=lease.token, name=first.name, step_json=first.step_json,
-                lease_ms=self.lease_ms, blob=first.blob, behind=records[1:], conn=self.conn,
-            )  # fmt: skip
-        except RedisError as exc:
-            self._not_recorded(first.name, exc)
-        if saved.renewed:
-            lease.renewed_at_ms = max(lease.renewed_at_ms, sent_ms)
-        self._heed(records[-1].name, saved)
+        if records:
+            self._save(records[0], records[1:])
 
     def take_signal(self, take: SignalTake) -> StepSaved:
         """A signal wait's look (engine/signal_waits.py): the take and its step's record, one script."""
@@ -268,7 +264,7 @@ class Fence:
         except RedisError as exc:
             self._redis_lost(exc)
         if seen.owned:  # the script kept the lease for another lease_ms
-            lease.renewed_at_ms = max(lease.renewed_at_ms, sent_ms)
+            lease.written(sent_ms)
         return seen
 
     def _cancel_children(self) -> None:

@@ -81,6 +81,16 @@ class Lease:
         self.on_stop = _ignore_stop
         self.log_extra = _no_extra
 
+    def written(self, sent_ms: float) -> None:
+        """A call sent at ``sent_ms`` (monotonic) wrote or extended the lease."""
+        if sent_ms > self.renewed_at_ms:
+            self.renewed_at_ms = sent_ms
+
+    def fresh(self, lease_ms: int, now_ms: float) -> bool:
+        """Written less than half a lease ago, so it cannot have lapsed: the run hash's fence
+        is check enough for a step record or a settle (they read the lease key otherwise)."""
+        return now_ms - self.renewed_at_ms < lease_ms / 2
+
     def stop(self, reason: str) -> None:
         """Stop the attempt (canceled, lease lost, worker stopping, Redis lost); the first reason sticks."""
         if self.stopped is None:

@@ -77,7 +77,7 @@ class BehindRecords:
 
     def fresh(self) -> bool:
         """Whether the attempt's lease was written less than half a lease ago (so cannot have lapsed)."""
-        return _mono_ms() - self._lease.renewed_at_ms < self._lease_ms / 2
+        return self._lease.fresh(self._lease_ms, _mono_ms())
 
     def step_begins(self) -> None:
         """A first-time step begins: from here on, whether it waits on anything is watched
@@ -133,7 +133,7 @@ class BehindRecords:
             saved = StepSaved.parse(reply)
             lease = self._lease
             if saved.renewed:
-                lease.renewed_at_ms = max(lease.renewed_at_ms, sent_ms)
+                lease.written(sent_ms)
             lease.tracked_at_ms = max(lease.tracked_at_ms, sent_ms)  # it told the cancel flag as of the send
             if self.verdict is None and (saved.state != "saved" or saved.cancel_requested_at):
                 self.verdict = (records[-1].name, saved)
