@@ -99,25 +99,21 @@ class Slot:
             work = self.board.wait_work()
             if work is None:
                 return None
-            if work.taken is not None:
-                claimed = work.taken
-            elif work.poll:
-                self._poll(work.poll)
-                return None
-            else:
-                claimed = self._take(work) if work.run_id is None else self.claimer.claimed(self.conn, work)
+            claimed = self._claim(work)
         if claimed is None:
             return None
         self._streak = 0
         return Attempt(self.runtime, self.conn, claimed)
 
-    def _switch_to(self, work: Work) -> Claimed | None:
+    def _claim(self, work: Work) -> Claimed | None:
+        """What the board's ``work`` gives this slot: a run taken already, the busy worker's poll
+        (whose run, if any, the poll runs itself: None), a marked queue's take, or a claimer's run."""
         if work.taken is not None:
             return work.taken  # type: ignore[no-any-return]
         if work.poll:
             self._poll(work.poll)
             return None
-        return self._take(work)
+        return self._take(work) if work.run_id is None else self.claimer.claimed(self.conn, work)
 
     def _take(self, work: Work) -> Claimed | None:
         """A take of a marked queue; the board hears how it went."""
@@ -161,9 +157,9 @@ class Slot:
         board = self.board
         other = board.take_unserved(queue)
         if other is not None:  # taken beside the settle, whose reply comes in the same read
-            self._switch = gevent.spawn(self._switch_to, other)
+            self._switch = gevent.spawn(self._claim, other)
             return False
-        if len(self._queues) > 1 and self._streak >= MAX_QUEUE_STREAK and board.others_marked(queue):
+        if self._streak >= MAX_QUEUE_STREAK and board.others_marked(queue):
             self._probing = True  # a long streak ends: the other queues get their turn
             return False
         return True
