@@ -29,6 +29,7 @@ from redis.exceptions import RedisError
 from redflow.core import tally
 from redflow.core.keys import Keys
 from redflow.core.models import RUNNING_NAMED, WorkerRecord
+from redflow.engine.rotation import Rotation
 from redflow.store.port import Store
 
 if TYPE_CHECKING:
@@ -93,7 +94,7 @@ class Heartbeat:
         self._unsent: Counter[str] = Counter()  # fields of a flush that did not get through
         self._depth: dict[tuple[str, int, str], int] = {}  # (window, bucket start, queue) -> highest sample
         self._depth_sent: dict[tuple[str, int, str], int] = {}  # what the buckets hold of them
-        self._sampled = 0  # where the turn of depth samples is
+        self._samples = Rotation(queues, DEPTH_SAMPLES)  # the queues whose depth a beat samples, in turn
         self.beats = 0
         self.loop: Loop | None = None
 
@@ -142,7 +143,7 @@ class Heartbeat:
         pipe.set(keys.worker(self.id), self.record(now_ms).to_json(), px=self._ttl_ms)
         pipe.zadd(keys.workers(), {self.id: now_ms})
         pipe.zremrangebyscore(keys.workers(), "-inf", now_ms - self._ttl_ms)
-        sampled = self._next_samples()
+        sampled = self._samples.next()
         for queue in sampled:
             pipe.llen(keys.queue_ready(queue))
         counts = self._take_counts()
@@ -165,14 +166,6 @@ class Heartbeat:
         for (kind, index, workflow), n in raw.items():
             fields[tally.histogram_field(kind, index, workflow)] += n
         return fields
-
-    def _next_samples(self) -> list[str]:
-        """The queues whose depth this beat samples: DEPTH_SAMPLES of them, in turn."""
-        queues = self.queues
-        if len(queues) <= DEPTH_SAMPLES:
-            return list(queues)
-        start, self._sampled = self._sampled, (self._sampled + DEPTH_SAMPLES) % len(queues)
-        return [queues[(start + offset) % len(queues)] for offset in range(DEPTH_SAMPLES)]
 
     def _sample_depth(self, now_ms: int, queues: list[str], lengths: list[Any]) -> None:
         """Keep the highest ready length of each queue per bucket (written at the next beat)."""

@@ -23,7 +23,7 @@ from redflow.core.flow import limits_spec
 from redflow.core.keys import new_id
 from redflow.core.models import RunField
 from redflow.core.workflow_def import Registry
-from redflow.engine.loops import Rotation
+from redflow.engine.rotation import Rotation
 from redflow.store.payloads import read_blobs
 from redflow.store.port import Store
 from redflow.store.replies import StartReply

@@ -22,6 +22,7 @@ from redflow.core.idempotency import cron_fire_idempotency_key
 from redflow.core.models import CronDef
 from redflow.engine.claim import NOT_AN_ID, drop_invalid_entries
 from redflow.engine.observers import Observers
+from redflow.engine.rotation import Rotation
 from redflow.engine.schedules import ScheduleTicker
 from redflow.store.enqueue import enqueue
 from redflow.store.port import Store
@@ -92,23 +93,6 @@ class Loop:
             if delay > 0 and not self._stop.is_set():
                 self._wake.wait(delay)
             self._wake.clear()
-
-
-class Rotation:
-    """The worker's queues a few at a time, in turn: a background pass that reads
-    something of each queue costs Redis ``per_pass`` commands, not one per queue."""
-
-    def __init__(self, queues: list[str], per_pass: int) -> None:
-        self.queues = list(queues)
-        self.per_pass = max(1, per_pass)
-        self._next = 0
-
-    def next(self) -> list[str]:
-        """The next ``per_pass`` queues (all of them when there are no more)."""
-        if len(self.queues) <= self.per_pass:
-            return list(self.queues)
-        start, self._next = self._next, (self._next + self.per_pass) % len(self.queues)
-        return [self.queues[(start + offset) % len(self.queues)] for offset in range(self.per_pass)]
 
 
 class Reaper:
