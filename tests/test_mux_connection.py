@@ -52,6 +52,28 @@ def test_a_caller_interrupted_while_waiting_leaves_the_connection_in_step(mux, r
     assert [mux.execute("ECHO", str(i)) for i in range(5)] == [str(i) for i in range(5)]
 
 
+def test_a_command_sent_from_the_hub_on_a_connection_not_open_yet_leaves_once_it_opens(mux, r, prefix):
+    """``send`` runs in the hub (step records sent behind), which cannot wait on a connect: the
+    first send on a connection no call opened yet (a slot whose run a claimer started) opens it
+    from a greenlet of its own, and what was sent leaves in order."""
+    replies: list[object] = []
+    hub = gevent.get_hub()
+    hub.loop.run_callback(lambda: [mux.send(("INCR", f"{prefix}:sent"), replies.append) for _ in range(3)])
+    wait_until(lambda: len(replies) == 3, timeout=5)
+    assert replies == [1, 2, 3] and r.get(f"{prefix}:sent") == "3"
+    assert mux.execute("ECHO", "then") == "then"
+
+
+def test_a_send_on_a_connection_that_cannot_open_tells_its_callback_the_error(redis_url):
+    source = redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=1)  # nothing listens there
+    conn = MuxConnection(source)
+    replies: list[object] = []
+    gevent.get_hub().loop.run_callback(lambda: conn.send(("PING",), replies.append))
+    wait_until(lambda: replies, timeout=5)
+    assert isinstance(replies[0], redis.ConnectionError)
+    source.close()
+
+
 def test_a_killed_connection_is_opened_again_and_the_waiting_calls_are_sent_again(mux, r, prefix):
     waiting = [gevent.spawn(mux.execute, "INCR", f"{prefix}:n") for _ in range(50)]
     killed = r.execute_command("CLIENT", "KILL", "SKIPME", "yes", "TYPE", "normal")

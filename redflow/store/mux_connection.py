@@ -106,10 +106,21 @@ class MuxConnection(ScriptRunner):
         """Send one command without waiting for it: ``on_reply`` gets its reply (an
         exception when it failed or the connection broke) in the hub, and must not
         block. For work the caller need not wait on (step records sent behind,
-        engine/step_records.py): the command leaves with the next send, in order."""
-        if self._fd < 0:
-            self._open()
+        engine/step_records.py): the command leaves with the next send, in order. It may
+        be called in the hub, which cannot wait on a connect: a connection not open yet
+        (a slot whose run a claimer started has sent nothing on it) is opened by a
+        greenlet of its own, and the command leaves once it is."""
         self._queue(args, _Callback(on_reply))
+        if self._fd < 0:
+            gevent.spawn(self._open_then_send)
+
+    def _open_then_send(self) -> None:
+        try:
+            self._open()
+        except (RedisError, OSError) as exc:  # the commands queued meanwhile hear it
+            self._fail(exc if isinstance(exc, RedisError) else RedisConnectionError(str(exc)))
+            return
+        self._write_pending()
 
     def _queue(self, args: Sequence[Any], waiter: Waiter | _Callback) -> None:
         self._out += hiredis.pack_command(tuple(args))
