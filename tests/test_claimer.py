@@ -3,7 +3,8 @@ wait per queue, slots that wait on a board without talking to Redis.
 
 Slots here are stand-ins: a handed run (already in processing) is settled by
 removing it from processing; a marked queue's turn is taken with one LMOVE,
-as take_run's claim does. Invariant checked throughout: a pushed run is
+as take_run's claim does, and so is the take of a claimer that found a run
+while an idle slot was free (the stand-in :class:`Starter`). Invariant checked throughout: a pushed run is
 always in its ready or its processing list until a slot settles it, and is
 settled once.
 """
@@ -19,8 +20,23 @@ from helpers import wait_until
 from redflow.bench.probe import Probe, server_delta
 from redflow.core.keys import Keys
 from redflow.engine.board import Board, Work
+from redflow.engine.claim import Claimed
 from redflow.engine.claimer import Claimers
 from redflow.store.slot_connection import SlotConnection
+
+
+class Starter:
+    """The claimers' stand-in starter: a moved run is handed as it is; a take is one LMOVE."""
+
+    def __init__(self, keys: Keys) -> None:
+        self.keys = keys
+
+    def started(self, conn: SlotConnection, work: Work) -> Claimed | None:
+        if work.run_id is not None:
+            return Claimed(work.queue, work.run_id, "lease_token")
+        ready, processing = self.keys.queue_ready(work.queue), self.keys.queue_processing(work.queue)
+        run_id = conn.execute("LMOVE", ready, processing, "RIGHT", "LEFT")
+        return None if run_id is None else Claimed(work.queue, run_id, "lease_token", left=int(conn.execute("LLEN", ready)))
 
 
 class Slots:
@@ -62,7 +78,8 @@ def fleet(redis_url: str, prefix: str, r: redis.Redis):
     def start(queues: list[str], slots: int, *, timeout_s: float = 0.2, gate: Event | None = None) -> tuple[Claimers, Slots]:
         board = Board(queues)
         unblock = lambda blocked: [r.client_unblock(client_id) for _, client_id in blocked]  # noqa: E731
-        claimers = Claimers(board, Keys(prefix), queues, lambda: SlotConnection(source), unblock, timeout_s=timeout_s)
+        starter = Starter(Keys(prefix))
+        claimers = Claimers(board, Keys(prefix), queues, lambda: SlotConnection(source), unblock, starter, timeout_s=timeout_s)
         stand_ins = Slots(board, r, Keys(prefix), slots, gate)
         started.append((claimers.start(), stand_ins))
         return claimers, stand_ins

@@ -17,6 +17,10 @@ queues that hold runs:
   claimer marked (one take each, sent with the slots' commands): a quiet
   queue's run starts in the same round trip as a busy slot's next run, as
   fast as a notice could bring it (a claimer's notice comes a round trip later).
+- Such a worker also keeps a limit on any one queue's runs in flight
+  (engine/queue_limit.py, moved by the hub's lag): a queue at its limit gets
+  no idle slot and its settles claim nothing next; claimers reserve the idle
+  slots it leaves, as on an idle worker.
 
 Every method runs in the gevent hub's thread; none blocks but
 :meth:`Board.wait_work` and :meth:`Board.wait_drained`.
@@ -30,6 +34,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gevent.event import AsyncResult, Event
+
+from redflow.engine.queue_limit import QueueLimit
 
 #: A worker of several queues with at least this many slots keeps one polling while busy.
 POLLER_FROM_SLOTS = 8
@@ -52,6 +58,11 @@ class Board:
     def __init__(self, queues: Sequence[str], slots: int = 0) -> None:
         self.queues = tuple(queues)
         self.poller = len(queues) > 1 and slots >= POLLER_FROM_SLOTS
+        #: The limit on one queue's runs in flight (a worker of one queue, or of few slots: none).
+        self.limit: QueueLimit | None = QueueLimit(slots, self._busiest) if self.poller else None
+        if self.limit is not None:
+            self.limit.on_raise = self._give
+        self._in_flight = dict.fromkeys(self.queues, 0)  # queue -> its runs the slots run now (with a limit only)
         self._polling = False
         self._idle: deque[AsyncResult] = deque()  # slots waiting for work, first come first served
         self._reserved = 0
@@ -78,6 +89,27 @@ class Board:
         handed: Work | None = waiting.get()
         return handed
 
+    def begun(self, queue: str) -> None:
+        """A slot runs ``queue``'s runs now (counted against the queue's limit)."""
+        if self.limit is not None:
+            self._in_flight[queue] = self._in_flight.get(queue, 0) + 1
+
+    def ended(self, queue: str) -> None:
+        """A slot ran its last run of ``queue`` for now: a queue below its limit again gets idle slots."""
+        if self.limit is not None:
+            self._in_flight[queue] -= 1
+            if self.unreserved > 0 and queue in self._marked and not self.at_limit(queue):
+                self._give()
+
+    def over_limit(self, queue: str) -> bool:
+        """For a slot about to settle a run of ``queue``: the queue holds more runs in flight than
+        its limit (the settle claims no next run)."""
+        return self.limit is not None and self._in_flight.get(queue, 0) > self.limit.limit
+
+    def at_limit(self, queue: str) -> bool:
+        """``queue``'s runs in flight and takes on their way fill its limit: no more slots for it."""
+        return self.limit is not None and self._in_flight.get(queue, 0) + self._taking.get(queue, 0) >= self.limit.limit
+
     def taken(self, queue: str, left: int) -> None:
         """A slot's take of ``queue`` (a :class:`Work` without a run id) came back: it left
         ``left`` entries in ready (-1: it found none, the queue is drained)."""
@@ -86,7 +118,7 @@ class Board:
             self.drained(queue)
             return
         self._left[queue] = left
-        while queue in self._marked and self.unreserved > 0 and self._taking[queue] < left:
+        while queue in self._marked and self.unreserved > 0 and self._taking[queue] < left and not self.at_limit(queue):
             self._idle.popleft().set(self._take(queue))
 
     def polled(self) -> None:
@@ -127,7 +159,7 @@ class Board:
         if self._started:
             return Work(queue, None, taken=self._started.popleft())
         for other in self._unserved:
-            if other != queue:
+            if other != queue and not self.at_limit(other):
                 self._unserved.remove(other)
                 return self._take(other)
         return self._poll()  # the poller found a run and runs it: this slot polls next
@@ -139,11 +171,20 @@ class Board:
 
     @property
     def busy(self) -> bool:
-        """Some queue holds runs for the idle slots (or the board closed): claimers watch, reserving none."""
-        return bool(self._marked) or self.closed
+        """Some queue holds runs for the idle slots (or the board closed): claimers watch, reserving
+        none. A marked queue at its limit takes no idle slot: the claimers may reserve them."""
+        if self.limit is None:
+            return bool(self._marked) or self.closed
+        return any(not self.at_limit(queue) for queue in self._marked) or self.closed
 
     def try_reserve(self) -> bool:
-        if self.unreserved <= 0 or self.busy:
+        """A claimer's reservation of an idle slot for the run its claim waits for (none while
+        idle slots have a marked queue to take from)."""
+        return not self.busy and self.reserve()
+
+    def reserve(self) -> bool:
+        """An idle slot no claimer reserved, for a run a claimer is about to hand."""
+        if self.unreserved <= 0 or self.closed:
             return False
         self._reserved += 1
         return True
@@ -169,7 +210,7 @@ class Board:
             self._unserved.append(queue)
         self._drained[queue].clear()
         self._give()
-        if self._reserved:
+        if self._reserved and not self.at_limit(queue):
             self.revoke()  # slots reserved by claimers of other queues: freed for the runs (the claimers watch)
 
     def wait_drained(self, queue: str, timeout_s: float) -> bool:
@@ -189,8 +230,10 @@ class Board:
             return None
         if self._started:
             return Work("", None, taken=self._started.popleft())
-        if self._unserved:
-            return self._take(self._unserved.pop(0))
+        for unserved in self._unserved:
+            if not self.at_limit(unserved):
+                self._unserved.remove(unserved)
+                return self._take(unserved)
         work = self._poll()
         if work is not None:
             return work
@@ -199,14 +242,17 @@ class Board:
 
     def _poll(self) -> Work | None:
         """The busy worker's poll, when no slot polls: one take from each queue no slot serves."""
-        if not self.poller or not self._marked or self._polling:
-            return None
+        if not self.poller or not self._marked or self._polling or self._reserved:
+            return None  # (slots reserved: claimers wait on the quiet queues with a slot in hand)
         served = set(self._marked) - set(self._unserved)  # (an unserved queue is polled too: no slot takes it yet)
-        quiet = tuple(queue for queue in self.queues if queue not in served)
+        quiet = tuple(queue for queue in self.queues if queue not in served and not self.at_limit(queue))
         if not quiet:
             return None
         self._polling = True
         return Work("", None, poll=quiet)
+
+    def _busiest(self) -> int:
+        return max(self._in_flight.values(), default=0)
 
     def _give(self) -> None:
         """Idle slots no claimer reserved get the work to be had."""
@@ -227,6 +273,6 @@ class Board:
         for _ in range(count):
             self._turn = (self._turn + 1) % count
             queue = self._marked[self._turn]
-            if self._taking.get(queue, 0) < max(1, self._left.get(queue, 1)):
+            if self._taking.get(queue, 0) < max(1, self._left.get(queue, 1)) and not self.at_limit(queue):
                 return queue
         return None

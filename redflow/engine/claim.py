@@ -22,6 +22,7 @@ from redflow.engine.board import Work
 from redflow.engine.observers import Observers
 from redflow.store.port import Store
 from redflow.store.replies import StartReply
+from redflow.store.requests import StartRequest
 from redflow.store.scripts import Conn
 
 log = logging.getLogger("redflow.claim")
@@ -74,6 +75,18 @@ class SlotClaimer:
         if self.observers.active:
             self.observers.on_claim(work.queue, work.waited_s)
         return Claimed(work.queue, work.run_id, new_id("lease"), claimed_at=time.time())
+
+    def started(self, conn: Conn, work: Work) -> Claimed | None:
+        """As :meth:`claimed`, for a claimer on its own connection: a run its BLMOVE moved is
+        started here too, so that the slot it goes to runs it at once (a start sent on a busy
+        worker's shared connection waits behind every run in flight: engine/queue_limit.py)."""
+        claimed = self.claimed(conn, work)
+        if claimed is None or claimed.start is not None or NOT_AN_ID in claimed.run_id:
+            return claimed  # taken and started already; or not a run id, which the attempt drops
+        claimed.lease_sent_ms = time.monotonic() * 1000.0
+        request = StartRequest(claimed.run_id, work.queue, claimed.token, self.lease_ms, self.store.now_ms(), self.limited)
+        claimed.start = self.store.scripts.start_run(request, conn=conn)
+        return claimed
 
     def take(self, conn: Conn, queue: str, waited_s: float, *, marker_moved: bool = False) -> Claimed | None:
         """Claim and start the next run of ``queue`` in one call (take_run), or None."""

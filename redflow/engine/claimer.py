@@ -7,17 +7,24 @@ has one :class:`Claimer` per queue, each with its own connection, and its
 idle slots wait on the board (engine/board.py) without talking to Redis:
 
 - **claim**: while the worker has an idle slot no claimer has reserved (and
-  no queue is marked), a claimer reserves one and waits in ``BLMOVE ready
-  processing RIGHT LEFT``: the run moves into processing atomically (a
-  queued run is always in ready or processing) and goes straight to the
-  reserved slot, which starts it. Only one worker of a fleet wakes for a
+  no queue is marked that idle slots could take from), a claimer reserves
+  one and waits in ``BLMOVE ready processing RIGHT LEFT``: the run moves
+  into processing atomically (a queued run is always in ready or
+  processing), the claimer starts it on its own connection and hands it to
+  the reserved slot, which runs it. Only one worker of a fleet wakes for a
   run. A run found at once (a backlog) also marks the queue, so that the
   other idle slots take from it side by side.
 - **watch**: otherwise the claimer waits in ``BLMOVE ready ready RIGHT
   RIGHT``, which pops the tail and pushes it back where it was: a blocking
-  "is there anything", moving nothing. When it returns, the queue is
-  marked on the board and the claimer waits until a slot finds the queue
-  empty (or its timeout).
+  "is there anything", moving nothing. When it returns and an idle slot is
+  free (a busy queue at its limit left it: engine/queue_limit.py), the
+  claimer takes the run on its own connection and hands it over; else the
+  queue is marked on the board and the claimer waits until a slot finds the
+  queue empty (or its timeout).
+
+A claimer starts what it hands on its own connection because a busy
+worker's shared connections answer a slot's call behind every run in flight
+(tens of ms at ``-c 500``), while the claimer's answers it alone.
 - A queue marked while claimers reserve idle slots: they are unblocked
   (``CLIENT UNBLOCK``, their BLMOVE returns nothing) and give the slots up.
 
@@ -32,12 +39,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 import gevent
 from redis.exceptions import RedisError
 
 from redflow.core.keys import Keys
 from redflow.engine.board import Board, Work
+from redflow.engine.claim import Claimed
 from redflow.store.slot_connection import ClusterSlotConnection, SlotConnection
 
 log = logging.getLogger("redflow.claimer")
@@ -51,11 +60,18 @@ BACKOFF_S = 0.5
 BlockingConnection = SlotConnection | ClusterSlotConnection
 
 
+class Starter(Protocol):
+    """What starts the runs a claimer hands (engine/claim.py's ``SlotClaimer``)."""
+
+    def started(self, conn: BlockingConnection, work: Work) -> Claimed | None: ...
+
+
 class Claimer:
     """One queue's blocking wait, on a connection of its own."""
 
-    def __init__(self, board: Board, keys: Keys, queue: str, conn: BlockingConnection, *, timeout_s: float = CLAIM_TIMEOUT_S) -> None:
-        self.board, self.queue, self.conn, self.timeout_s = board, queue, conn, timeout_s
+    def __init__(self, board: Board, keys: Keys, queue: str, conn: BlockingConnection, starter: Starter, *,
+                 timeout_s: float = CLAIM_TIMEOUT_S) -> None:  # fmt: skip
+        self.board, self.queue, self.conn, self.starter, self.timeout_s = board, queue, conn, starter, timeout_s
         self.ready, self.processing = keys.queue_ready(queue), keys.queue_processing(queue)
         self.client_id: int | None = None  # the connection's, while it waits in a claim (CLIENT UNBLOCK)
         self.claiming = False
@@ -99,19 +115,37 @@ class Claimer:
             raise
         finally:
             self.claiming = False
-        if run_id:
-            waited_s = time.monotonic() - began
-            if not self.board.hand(Work(self.queue, str(run_id), waited_s)):
-                log.warning("claimer of %r: run %s claimed as the worker stopped; the reaper returns it to ready", self.queue, run_id)
-            elif waited_s < BACKLOG_HINT_S and self.board.unreserved > 0:
-                self.board.mark(self.queue)  # found at once: likely more behind it, for idle slots to take side by side
-        else:
+        if not run_id:
             self.board.unreserve()
+            return
+        waited_s = time.monotonic() - began
+        self._hand(Work(self.queue, str(run_id), waited_s))
+        if waited_s < BACKLOG_HINT_S and self.board.unreserved > 0:
+            self.board.mark(self.queue)  # found at once: likely more behind it, for idle slots to take side by side
+
+    def _hand(self, work: Work) -> Claimed | None:
+        """Start ``work``'s run (or take the queue's next) on this connection and hand it to
+        the slot reserved for it (the reservation is given up if there is none, or on an error:
+        a run moved but not started waits in processing for the reaper)."""
+        try:
+            claimed = self.starter.started(self.conn, work)
+        except BaseException:
+            self.board.unreserve()
+            raise
+        if claimed is None:
+            self.board.unreserve()
+        elif not self.board.hand(Work(self.queue, claimed.run_id, work.waited_s, taken=claimed)):
+            log.warning("claimer of %r: run %s started as the worker stopped; the reaper returns it to ready", self.queue, claimed.run_id)
+        return claimed
 
     def _watch(self) -> None:
         """No slot to reserve: wait until the queue holds a run, without moving it."""
         if self.conn.execute("BLMOVE", self.ready, self.ready, "RIGHT", "RIGHT", self.timeout_s, block_s=self.timeout_s) is None:
             return
+        if self.board.reserve():  # an idle slot is free: the run is taken here and goes to it
+            claimed = self._hand(Work(self.queue, None))
+            if claimed is None or claimed.left <= 0:
+                return
         self.board.mark(self.queue)
         # no command while it stays marked: a slot's take or settle finds it empty (or the worker stops)
         while not self._stopping and not self.board.wait_drained(self.queue, self.timeout_s) and self.board.is_marked(self.queue):
@@ -123,9 +157,10 @@ class Claimers:
     UNBLOCK on other connections, each to the node that holds ``key`` (a claimer's ready list)."""
 
     def __init__(self, board: Board, keys: Keys, queues: Sequence[str], connect: Callable[[], BlockingConnection],
-                 unblock: Callable[[list[tuple[str, int]]], object], *, timeout_s: float = CLAIM_TIMEOUT_S) -> None:  # fmt: skip
+                 unblock: Callable[[list[tuple[str, int]]], object], starter: Starter, *,
+                 timeout_s: float = CLAIM_TIMEOUT_S) -> None:  # fmt: skip
         self.board = board
-        self.claimers = [Claimer(board, keys, queue, connect(), timeout_s=timeout_s) for queue in queues]
+        self.claimers = [Claimer(board, keys, queue, connect(), starter, timeout_s=timeout_s) for queue in queues]
         self._unblock = unblock
         board.revoke = self.revoke
 

@@ -55,6 +55,7 @@ class Slot:
         self._cursor = index % max(1, len(self._queues))  # where its probe of the queues starts
         self._probing = False  # its streak ended: it probes the queues before it waits on the board
         self._switch: gevent.Greenlet | None = None  # the take of another queue, sent beside a settle
+        self._serving: str | None = None  # the queue of the run in hand (counted on the board)
 
     def run(self) -> None:
         backoff = SLOT_BACKOFF_MIN_S
@@ -70,20 +71,35 @@ class Slot:
                 self._streak += 1
                 queue = attempt.queue
                 attempt.decide_next = lambda q=queue: self._decide_next(q)
+                self._serve(queue)
                 ended, attempt = attempt, self._run_attempt(attempt)
+                if attempt is None:
+                    self._serve(None)
                 if ended.found_empty:
                     self.board.drained(queue)
                 backoff = SLOT_BACKOFF_MIN_S
             except RedisError as exc:
                 attempt = None  # a next run claimed by a lost reply is recovered by the reaper
+                self._serve(None)
                 log.warning("slot %d: Redis error (%s); retrying in %.2fs", self.index, exc, backoff)
                 self._stopping.wait(backoff)
                 backoff = min(backoff * 2, BACKOFF_MAX_S)
             except Exception:  # defensive: one bad run must never stop the slot
                 attempt = None
+                self._serve(None)
                 log.exception("slot %d: unexpected error", self.index)
                 self._stopping.wait(backoff)
                 backoff = min(backoff * 2, BACKOFF_MAX_S)
+
+    def _serve(self, queue: str | None) -> None:
+        """The queue whose runs this slot runs now (None: none), counted on the board against
+        its limit while the slot goes from one of its runs to the next."""
+        if queue != self._serving:
+            if self._serving is not None:
+                self.board.ended(self._serving)
+            if queue is not None:
+                self.board.begun(queue)
+            self._serving = queue
 
     def _next(self) -> Attempt | None:
         """The run of a take sent beside the last settle, else work from the board (None: nothing
@@ -155,6 +171,8 @@ class Slot:
         gets this slot (its take leaves now, beside the settle); a long streak yields to any other
         queue the board knows to hold runs (none marked: it goes on, probing no queue for nothing)."""
         board = self.board
+        if board.over_limit(queue):  # its runs in flight went past its limit (engine/queue_limit.py)
+            return False
         other = board.take_unserved(queue)
         if other is not None:  # taken beside the settle, whose reply comes in the same read
             self._switch = gevent.spawn(self._claim, other)
@@ -172,7 +190,10 @@ class Slot:
         for offset in range(count):
             if self._stopping.is_set():
                 return None
-            claimed = self.claimer.take(self.conn, self._queues[(self._cursor + offset) % count], 0.0)
+            queue = self._queues[(self._cursor + offset) % count]
+            if self.board.at_limit(queue):
+                continue
+            claimed = self.claimer.take(self.conn, queue, 0.0)
             if claimed is not None:
                 self._cursor = (self._cursor + offset + 1) % count
                 return claimed

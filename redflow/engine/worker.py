@@ -136,6 +136,7 @@ class Worker:
             self.queues,
             lambda: slot_connection(redis),
             lambda blocked: unblock_clients(redis, blocked),
+            self.claimer,
             timeout_s=options.blmove_timeout_s,
         )
         self.runtime = Runtime(
@@ -214,6 +215,8 @@ class Worker:
             Loop("registry", self._resync_if_lost, self._loops_stop).start(),
             Loop("scheduled-events", self.scheduled_events.step, self._loops_stop, on_noscript=reload).start(),
         ]
+        if self.board.limit is not None:
+            self._loops.append(Loop("queue-limit", self.board.limit.step, self._loops_stop).start())
         self.heartbeat.loop = Loop("heartbeat", self.heartbeat.step, self._loops_stop).start()
         self._loops.append(self.heartbeat.loop)
         if self.options.cron:
