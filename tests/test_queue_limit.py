@@ -18,7 +18,7 @@ import time
 import gevent
 
 from redflow.engine.board import Board, Work
-from redflow.engine.queue_limit import LAG_HIGH_MS, LAG_LOW_MS, MIN_LIMIT, QueueLimit
+from redflow.engine.queue_limit import LAG_HIGH_MS, LAG_LOW_MS, MIN_LIMIT, SAMPLE_S, SLACK_SAMPLE_S, QueueLimit
 from redflow.registry import Registry, define_workflow
 
 
@@ -49,14 +49,18 @@ def test_the_cut_starts_from_what_is_in_flight_and_spares_a_queue_below_the_floo
     assert limit.limit == 180
 
 
-def test_the_sampler_hears_how_late_its_own_timer_fired():
+def test_the_sampler_hears_how_late_its_own_timer_fired_and_samples_seldom_while_the_limit_cannot_bind():
     heard: list[float] = []
-    limit = QueueLimit(500, lambda: 0)
+    in_flight = [MIN_LIMIT]
+    limit = QueueLimit(500, lambda: in_flight[0])
     limit.heard = lambda lag_ms: heard.append(lag_ms)  # type: ignore[method-assign]
     delay = limit.step()
+    assert delay == SAMPLE_S
     time.sleep(delay + 0.02)  # the timer's turn came 20 ms late
     limit.step()
     assert len(heard) == 1 and heard[0] >= 20.0
+    in_flight[0] = MIN_LIMIT - 1  # no queue near the floor, the limit at the slots: an idle worker
+    assert limit.step() == SLACK_SAMPLE_S
 
 
 def test_a_queue_at_its_limit_gets_no_idle_slot_and_lets_the_claimers_reserve_them():

@@ -27,8 +27,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-#: How often the hub's lag is sampled (a timer of this delay; its lateness is the lag).
+#: How often the hub's lag is sampled (a timer of this delay; its lateness is the lag)...
 SAMPLE_S = 0.01
+#: ...while a queue holds MIN_LIMIT runs in flight or the limit is down; else (the limit cannot
+#: bind: an idle or lightly loaded worker) this seldom, so that it costs an idle worker nothing.
+SLACK_SAMPLE_S = 0.25
 #: The lag above which the busiest queue's runs in flight are cut (the hub runs a few ms of work per turn).
 LAG_HIGH_MS = 4.0
 #: The lag below which the limit grows again.
@@ -55,8 +58,9 @@ class QueueLimit:
         now = time.monotonic()
         if self._due:
             self.heard(lag_ms=(now - self._due) * 1000.0)
-        self._due = now + SAMPLE_S
-        return SAMPLE_S
+        delay = SAMPLE_S if self.limit < self.slots or self._busiest() >= MIN_LIMIT else SLACK_SAMPLE_S
+        self._due = now + delay
+        return delay
 
     def heard(self, lag_ms: float) -> None:
         """The hub ran ``lag_ms`` late: move the limit."""
