@@ -3,6 +3,7 @@
 import time
 
 import gevent
+import gevent.event
 import pytest
 from helpers import wait_until
 
@@ -145,16 +146,21 @@ def test_step_functions_may_take_the_cancel_signal(start, registry, client):
 
 
 def test_a_long_step_is_marked_running_while_it_runs(start, registry, client, r):
+    released = gevent.event.Event()  # the long step lasts until the test has seen it marked (no race with a loaded machine)
+
     @define_workflow("marked", registry=registry)
     def marked(ctx):
         ctx.step.run("quick", lambda: 1)
-        ctx.step.run("long", lambda: gevent.sleep(0.6))
+        ctx.step.run("long", lambda: released.wait(10))
 
     start()
     handle = marked.run(None, client=client)
-    raw = wait_until(lambda: r.hget(client.keys.run_steps(handle.id, "default"), "long"), timeout=3)
-    record = codec.loads(raw)
-    assert record["status"] == "running" and record["seq"] == 2 and set(record) == {"status", "seq", "startedAt"}
+    try:
+        raw = wait_until(lambda: r.hget(client.keys.run_steps(handle.id, "default"), "long"), timeout=10)
+        record = codec.loads(raw)
+        assert record["status"] == "running" and record["seq"] == 2 and set(record) == {"status", "seq", "startedAt"}
+    finally:
+        released.set()
     handle.result(5)
     assert codec.loads(r.hget(client.keys.run_steps(handle.id, "default"), "long"))["status"] == "succeeded"
 
