@@ -75,6 +75,7 @@ def test_a_send_on_a_connection_that_cannot_open_tells_its_callback_the_error(re
 
 
 def test_a_killed_connection_is_opened_again_and_the_waiting_calls_are_sent_again(mux, r, prefix):
+    assert mux.execute("ECHO", "open") == "open"  # open before the kill (else the kill may come before the connect, and kill none)
     waiting = [gevent.spawn(mux.execute, "INCR", f"{prefix}:n") for _ in range(50)]
     killed = r.execute_command("CLIENT", "KILL", "SKIPME", "yes", "TYPE", "normal")
     gevent.joinall(waiting, raise_error=True)

@@ -117,7 +117,7 @@ def test_overlap_allow_starts_every_tick_beside_the_unfinished_ones(client, apps
     for ago_ms in (3000, 2000, 1000):
         ticks.append(move_tick(r, client, "a", client.now_ms() - ago_ms))
         done_with(r, client, "a", ticks[-1])
-    wait_until(lambda: r.llen(f"{prefix}:started") == 3)
+    wait_until(lambda: r.llen(f"{prefix}:started") == 3, timeout=15)  # (5 s was too short on a loaded cluster, once)
     assert sorted(fired_ticks(r, client, "a")) == ticks and {client.get_run(i).status for i in runs_of(client, "a")} == {"running"}
     r.set(f"{prefix}:release", 1)
 
@@ -127,7 +127,7 @@ def test_overlap_cancel_running_cancels_the_unfinished_last_run_then_starts(clie
     start(concurrency=4)
     first = move_tick(r, client, "c", client.now_ms() - 2000)
     done_with(r, client, "c", first)
-    wait_until(lambda: r.llen(f"{prefix}:started") == 1)
+    wait_until(lambda: r.llen(f"{prefix}:started") == 1, timeout=15)
     first_run = client.schedules.get("c").last_run_id
     second = move_tick(r, client, "c", client.now_ms() - 1000)
     done_with(r, client, "c", second)
@@ -135,7 +135,7 @@ def test_overlap_cancel_running_cancels_the_unfinished_last_run_then_starts(clie
     assert second_run != first_run and fired_ticks(r, client, "c") == {first: first_run, second: second_run}
     canceled = client.wait_for(first_run, timeout=10)
     assert canceled.status == "canceled" and "overlap=cancel_running" in client.get_run(first_run).cancel_reason
-    wait_until(lambda: r.llen(f"{prefix}:started") == 2)
+    wait_until(lambda: r.llen(f"{prefix}:started") == 2, timeout=15)
     assert client.get_run(second_run).status == "running"
     r.set(f"{prefix}:release", 1)
     assert client.wait_for(second_run, timeout=10).status == "succeeded"

@@ -95,7 +95,9 @@ def test_a_hundred_runs_waiting_on_distinct_keys_each_resume_once(engine, er, cl
 def test_an_event_emitted_after_the_waiter_entry_reaches_the_run_though_its_worker_died_before_parking(
     engine, er, client, workers, side, witness
 ):
-    handle = client.run("approval", {"order": 1, "timeout": 4})
+    # a wait long enough that the emit below comes before its end on a loaded machine (4 s did not,
+    # once: the doomed worker's start and self-kill took longer); a lost event still fails the test (None)
+    handle = client.run("approval", {"order": 1, "timeout": 20})
     side.side.sadd(die_after_register_key(client.prefix), handle.id)
     doomed = workers.spawn(engine.url, app="dying_waits_app", concurrency=2, ready=False)
     assert doomed.wait(30) == -9  # SIGKILLed by itself: the entry is written, the park's settle never ran
