@@ -96,6 +96,7 @@ def test_compare_exits_non_zero_past_the_bound_and_zero_within_it(small_run, tmp
     assert "no regression" in passed.stdout and "the median of 2 drains" in passed.stdout
 
 
+@pytest.mark.slow  # 8-20 s: started first (tests/parallel.py), so that it does not run alone at the end
 def test_a_bench_of_a_worker_subprocess_reads_its_cpu_and_memory(tmp_path):
     path = tmp_path / "sub.json"
     done = bench("--worker", "subprocess", "-n", "200", "-c", "10", "--rate", "200", "--paced-runs", "20", "--idle", "0.3",
@@ -108,6 +109,7 @@ def test_a_bench_of_a_worker_subprocess_reads_its_cpu_and_memory(tmp_path):
     assert result["drain"]["round_trips_per_run"] > 0
 
 
+@pytest.mark.slow  # 8-20 s: started first (tests/parallel.py), so that it does not run alone at the end
 def test_a_bench_with_steps_counts_their_writes_and_a_replayed_one_does_not(tmp_path):
     calls = {}
     for name, extra in (("first", []), ("replayed", ["--replay"])):

@@ -114,6 +114,7 @@ def lost_worker(client, r):
     r.zadd(client.keys.workers(), {record.id: now - 30_000})
 
 
+@pytest.mark.slow  # 8-20 s: started first (tests/parallel.py), so that it does not run alone at the end
 def test_in_a_browser_the_dashboard_shows_charts_workers_workflows_and_a_timeline_and_cancels_a_run(
     browser, start, registry, client, r, tmp_path
 ):

@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 
+import pytest
 from doc_pages import ROOT, page_text, pages
 
 LINK = re.compile(r"\]\(([^)\s]+)\)")
@@ -22,6 +23,7 @@ def build(site_dir, root=ROOT):
     return subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow  # 8-20 s: started first (tests/parallel.py), so that it does not run alone at the end
 def test_the_docs_site_builds_strictly(tmp_path):
     done = build(tmp_path / "site")
     assert done.returncode == 0, done.stderr
@@ -36,6 +38,7 @@ BREAKAGES = {
 }
 
 
+@pytest.mark.slow  # 8-20 s: started first (tests/parallel.py), so that it does not run alone at the end
 def test_a_broken_link_anchor_or_api_reference_fails_the_build(tmp_path):
     """The same config on a copy of the docs with three things broken: each is reported, and the build fails."""
     shutil.copytree(ROOT / "docs", tmp_path / "docs")

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import random
 
+import pytest
 from helpers import wait_until
 
 from redflow.bench.fairness import QUIET_QUEUES, StartCounter, enqueue_backlog, fairness_registry, trickle
@@ -33,6 +34,7 @@ MAX_BACKLOG_STARTS_P50 = SLOTS
 MAX_BACKLOG_STARTS_P99 = 2 * SLOTS
 
 
+@pytest.mark.slow  # 8-20 s: started first (tests/parallel.py), so that it does not run alone at the end
 def test_a_run_enqueued_to_a_quiet_queue_starts_within_a_few_backlog_runs_per_slot(start, client):
     registry = fairness_registry(QUIET_QUEUES)
     client.sync_registry(registry)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 
 import gevent
+import pytest
 
 from redflow.engine.board import Board, Work
 from redflow.engine.queue_limit import LAG_HIGH_MS, LAG_LOW_MS, MIN_LIMIT, SAMPLE_S, SLACK_SAMPLE_S, QueueLimit
@@ -113,6 +114,7 @@ def test_runs_waiting_on_io_keep_every_slot_of_a_worker_of_several_queues_busy(s
     assert [h.result(timeout=30) for h in handles] == [None] * (2 * slots)
 
 
+@pytest.mark.slow  # 8-20 s: started first (tests/parallel.py), so that it does not run alone at the end
 def test_runs_that_keep_the_cpu_busy_bring_the_limit_down_and_each_ends_once(start, client):
     registry = Registry()
 

@@ -380,6 +380,7 @@ class Interleavings(RuleBasedStateMachine):
 PROPERTY_SETTINGS = machine_settings(bounded_examples=75, long_examples=150, step_count=40)
 
 
+@pytest.mark.slow  # 8-20 s: started first (tests/parallel.py), so that it does not run alone at the end
 def test_random_interleavings_of_every_script_keep_every_run_findable_and_end_each_run(redis_url):
     """75 random interleavings of 40 steps (150 with REDFLOW_LONG_TESTS=1), the invariants checked after every step."""
     Interleavings.url = redis_url

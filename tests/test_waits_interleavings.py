@@ -332,6 +332,7 @@ class WaitLives(RuleBasedStateMachine):
             self.client.close()
 
 
+@pytest.mark.slow  # 8-20 s: started first (tests/parallel.py), so that it does not run alone at the end
 def test_random_interleavings_of_parks_deliveries_wait_ends_and_faults_keep_waits_once_and_runs_findable(redis_url):
     """100 random interleavings of 40 steps (200 with REDFLOW_LONG_TESTS=1), the invariants checked after every step."""
     WaitLives.url = redis_url

@@ -44,6 +44,7 @@ def test_sigterm_lets_500_runs_in_flight_finish_claims_nothing_new_and_exits_0_w
     assert "stopping gracefully" in worker.output() and "worker stopped" in worker.output()
 
 
+@pytest.mark.slow  # 8-20 s: started first (tests/parallel.py), so that it does not run alone at the end
 def test_a_second_sigterm_exits_at_once_and_the_next_worker_recovers_the_runs_without_rerunning_succeeded_steps(
     engine, er, chaos_client, workers, side, witness, report
 ):

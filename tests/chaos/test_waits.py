@@ -154,6 +154,7 @@ def test_canceling_a_parent_cancels_its_ten_running_children(engine, er, client,
     assert set(queue_leftovers(er, client.keys, ["default"]).values()) == {0}
 
 
+@pytest.mark.slow  # 8-20 s: started first (tests/parallel.py), so that it does not run alone at the end
 def test_parents_canceled_while_their_worker_is_frozen_past_its_lease_start_no_child_when_it_wakes(engine, er, client, workers, side):
     old = workers.spawn(engine.url, app=APP, concurrency=8)
     parents = [client.run("slow_fan", {"count": 5, "hold_s": 3}) for _ in range(5)]

@@ -8,9 +8,9 @@ but with the script's directory on the path, so that ``python
 /srv/app/manage.py redflow_worker`` started from elsewhere still imports the project.
 """
 
-from gevent import monkey
+from redflow.ops.patching import patch_all
 
-monkey.patch_all()
+patch_all()  # gevent's monkey.patch_all(), its plugins looked up once (redflow/ops/patching.py)
 
 import os
 import runpy

@@ -11,9 +11,9 @@ read Redis share), and one module per command: ``runs``, ``queues``,
 ``cron``, ``workers``, ``stats``, ``dashboard``.
 """
 
-from gevent import monkey
+from redflow.ops.patching import patch_all
 
-monkey.patch_all()
+patch_all()  # gevent's monkey.patch_all(), its plugins looked up once (redflow/ops/patching.py)
 
 from redflow.ops.cli.parser import build_parser, main, parse_args  # noqa: E402
 
