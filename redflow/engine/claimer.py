@@ -21,12 +21,12 @@ idle slots wait on the board (engine/board.py) without talking to Redis:
   claimer takes the run on its own connection and hands it over; else the
   queue is marked on the board and the claimer waits until a slot finds the
   queue empty (or its timeout).
+- A queue marked while claimers reserve idle slots: they are unblocked
+  (``CLIENT UNBLOCK``, their BLMOVE returns nothing) and give the slots up.
 
 A claimer starts what it hands on its own connection because a busy
 worker's shared connections answer a slot's call behind every run in flight
 (tens of ms at ``-c 500``), while the claimer's answers it alone.
-- A queue marked while claimers reserve idle slots: they are unblocked
-  (``CLIENT UNBLOCK``, their BLMOVE returns nothing) and give the slots up.
 
 Idle, a worker sends one BLMOVE per queue per ``timeout_s`` whatever its
 slot count, and holds one connection per queue. On a cluster each
