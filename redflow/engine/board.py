@@ -92,7 +92,7 @@ class Board:
     def begun(self, queue: str) -> None:
         """A slot runs ``queue``'s runs now (counted against the queue's limit)."""
         if self.limit is not None:
-            self._in_flight[queue] = self._in_flight.get(queue, 0) + 1
+            self._in_flight[queue] += 1
 
     def ended(self, queue: str) -> None:
         """A slot ran its last run of ``queue`` for now: a queue below its limit again gets idle slots."""
@@ -158,11 +158,7 @@ class Board:
         :meth:`taken`); None when there is neither."""
         if self._started:
             return Work(queue, None, taken=self._started.popleft())
-        for other in self._unserved:
-            if other != queue and not self.at_limit(other):
-                self._unserved.remove(other)
-                return self._take(other)
-        return self._poll()  # the poller found a run and runs it: this slot polls next
+        return self._take_unserved(besides=queue) or self._poll()  # (a poll: the poller found a run and runs it)
 
     # -- the claimers' side ------------------------------------------------------
     @property
@@ -173,8 +169,6 @@ class Board:
     def busy(self) -> bool:
         """Some queue holds runs for the idle slots (or the board closed): claimers watch, reserving
         none. A marked queue at its limit takes no idle slot: the claimers may reserve them."""
-        if self.limit is None:
-            return bool(self._marked) or self.closed
         return any(not self.at_limit(queue) for queue in self._marked) or self.closed
 
     def try_reserve(self) -> bool:
@@ -230,15 +224,20 @@ class Board:
             return None
         if self._started:
             return Work("", None, taken=self._started.popleft())
-        for unserved in self._unserved:
-            if not self.at_limit(unserved):
-                self._unserved.remove(unserved)
-                return self._take(unserved)
-        work = self._poll()
+        work = self._take_unserved() or self._poll()
         if work is not None:
             return work
         queue = self._next_marked()
         return self._take(queue) if queue is not None else None
+
+    def _take_unserved(self, besides: str = "") -> Work | None:
+        """A take of the oldest marked queue no slot went to yet (but ``besides``) that is below
+        its limit, now served; None when there is none."""
+        for queue in self._unserved:
+            if queue != besides and not self.at_limit(queue):
+                self._unserved.remove(queue)
+                return self._take(queue)
+        return None
 
     def _poll(self) -> Work | None:
         """The busy worker's poll, when no slot polls: one take from each queue no slot serves."""
